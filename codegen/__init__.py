@@ -1,0 +1,1 @@
+"""Lowering to a loop IR and the CPU/GPU back ends (issue: lowering and the CPU back end)."""

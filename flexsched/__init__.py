@@ -1,0 +1,19 @@
+"""flexsched: write a tensor computation as math; analyse, schedule and tune it without templates."""
+
+from .errors import DefinitionError, EvaluationError, FlexschedError, RegistryError
+from .evaluate import evaluate
+from .expr import Expr, IterVar
+from .functions import (abs, all_of, any_of, cast, const, exp, if_then_else, log, max, min, select,
+                        sqrt, sum, tanh)
+from .tensor import Tensor, compute, placeholder, reduce_axis
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DefinitionError", "EvaluationError", "FlexschedError", "RegistryError",
+    "Expr", "IterVar", "Tensor",
+    "placeholder", "compute", "reduce_axis",
+    "sum", "max", "min", "select", "if_then_else", "exp", "log", "sqrt", "abs", "tanh",
+    "const", "cast", "all_of", "any_of",
+    "evaluate",
+]

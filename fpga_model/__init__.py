@@ -1,0 +1,1 @@
+"""Analytical FPGA pipeline model and HLS emission (issue: FPGA target)."""

@@ -1,0 +1,1 @@
+"""Schedule spaces generated from the static analysis (issue: template-free schedule spaces)."""
