@@ -126,14 +126,21 @@ def _index_names(fcompute, ndim, name):
     return [p.name for p in positional]
 
 
-def compute(shape, fcompute, name="compute", dtype=None, tag=""):
-    """A tensor whose element at (i, j, ...) is fcompute(i, j, ...), checked when defined."""
+def compute(shape, fcompute, name="compute", dtype=None, tag="", axis_names=None):
+    """A tensor whose element at (i, j, ...) is fcompute(i, j, ...), checked when defined.
+
+    Loop variables take fcompute's parameter names unless axis_names gives them.
+    """
     from .validate import validate_compute  # late import: validate needs Tensor
 
     _check_name(name)
     shape = _check_shape(name, shape)
-    axes = tuple(IterVar(var, extent, "spatial")
-                 for var, extent in zip(_index_names(fcompute, len(shape), name), shape))
+    if axis_names is None:
+        axis_names = _index_names(fcompute, len(shape), name)
+    elif len(axis_names) != len(shape):
+        raise DefinitionError(f"tensor '{name}': {len(axis_names)} axis_names for a shape of "
+                              f"{len(shape)} dimension(s)")
+    axes = tuple(IterVar(_check_name(var, "axis"), extent, "spatial") for var, extent in zip(axis_names, shape))
     try:
         body = fcompute(*axes)
     except DefinitionError as err:
