@@ -192,7 +192,29 @@ def binary(op, a, b):
     dtype = dtypes.promote(a.dtype, b.dtype)
     if op == "/" and dtypes.is_int(dtype):
         raise DefinitionError(f"'/' on integers in '{a} / {b}': use // for integer division")
+    if dtypes.is_int(dtype):
+        simpler = _integer_identity(op, a, b)
+        if simpler is not None and simpler.dtype == dtype:
+            return simpler
     return Binary(op, a, b, dtype)
+
+
+def _is_int_const(expr, value):
+    return isinstance(expr, Const) and expr.value == value and not isinstance(expr.value, bool)
+
+
+def _integer_identity(op, a, b):
+    """x + 0, x - 0, x * 1, 1 * x and x // 1 are x: keeps generated index arithmetic readable."""
+    if op in ("+", "-", "//") and _is_int_const(b, 0 if op != "//" else 1):
+        return a
+    if op == "+" and _is_int_const(a, 0):
+        return b
+    if op == "*":
+        if _is_int_const(b, 1):
+            return a
+        if _is_int_const(a, 1):
+            return b
+    return None
 
 
 def compare(op, a, b):

@@ -26,7 +26,7 @@ def conv_nd(I, W, stride=1, padding=0, dilation=1, groups=1):  # noqa: E741
     out_channels, group_channels, *kernel = W.shape
     names = _SPATIAL_NAMES[len(sizes)]
     P = pad(I, (0, 0, *[padding] * len(sizes)), ("b", "c", *names))
-    out_sizes = [_output_size(n, size, k, stride, padding, dilation)
+    out_sizes = [_output_size(n.upper(), size, k, stride, padding, dilation)
                  for n, size, k in zip(names, sizes, kernel)]
     rc = reduce_axis(group_channels, "rc")
     taps = [reduce_axis(k, f"r{n}") for n, k in zip(names, kernel)]

@@ -1,0 +1,27 @@
+# Both README commands set themselves up: a virtual environment in .venv with the CPU
+# build of torch installed first (a looser pin would pull several GB of CUDA packages).
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+PY := $(VENV)/bin/python
+TORCH := torch==2.13.0
+
+.PHONY: demo test test-all clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet $(TORCH)
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $@
+
+demo: $(VENV)/.installed  ## the main job on a small default: analyse the paper's operators
+	$(PY) experiments/analysis_table.py
+
+test: $(VENV)/.installed  ## the test suite (slow sweeps skipped)
+	$(PY) -m pytest
+
+test-all: $(VENV)/.installed  ## every test, slow sweeps included
+	$(PY) -m pytest -m ''
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache

@@ -1,0 +1,120 @@
+"""The `flexsched` command line: list operators, analyse one."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .errors import FlexschedError
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line errors (the default prints the whole usage first)."""
+
+    def error(self, message):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def _build_parser():
+    parser = _Parser(prog="flexsched", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                     parser_class=_Parser)
+    commands.add_parser("ops", help="list the registered operators and their arguments")
+    analyze = commands.add_parser("analyze", help="static analysis of an operator: mini-graph and loops")
+    analyze.add_argument("op", metavar="OP", help="operator name (see `flexsched ops`)")
+    analyze.add_argument("args", metavar="ARG", nargs="*", help="the operator's arguments")
+    analyze.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def parse_task_args(definition, raw):
+    """Command-line strings converted to the types of the definition's parameters."""
+    from .errors import RegistryError
+
+    values = []
+    for param, text in zip(definition.params, raw):
+        kind = type(param.default) if not param.required and param.default is not None else int
+        try:
+            values.append(kind(text) if kind is not bool else text.lower() in ("1", "true", "yes"))
+        except ValueError:
+            raise RegistryError(f"argument '{param.name}' of {definition.name} must be "
+                                f"{'an integer' if kind is int else kind.__name__}, got {text!r}") from None
+    values.extend(raw[len(definition.params):])  # too many: let the definition report the count
+    return values
+
+
+def task_from_command_line(op, raw_args):
+    from .registry import task_definition
+
+    definition = task_definition(op)
+    return definition.create(*parse_task_args(definition, raw_args))
+
+
+def _cmd_ops(_args, out):
+    from .registry import list_tasks
+
+    definitions = list_tasks()
+    width = max(len(d.name) for d in definitions)
+    for d in definitions:
+        out.write(f"{d.name:<{width}}  {d.signature_text()}\n")
+        if d.description:
+            out.write(f"{'':<{width}}  {d.description}\n")
+
+
+def _cmd_analyze(args, out):
+    from analysis import analyze
+
+    info = analyze(task_from_command_line(args.op, args.args))
+    if args.json:
+        out.write(json.dumps(info.to_dict()) + "\n")
+    else:
+        out.write(format_analysis(info))
+
+
+def format_analysis(info):
+    """The analysis as a readable table with each node's body below its row."""
+    header = (f"{info.task}: {info.num_nodes} node(s), {info.num_spatial} spatial / {info.num_reduce} "
+              f"reduce loops, {info.flops / 1e9:.4g} GFLOP\n")
+    rows = [("node", "spatial loops", "reduce loops", "inputs", "consumers", "GFLOP")]
+    for node in info.nodes:
+        rows.append((
+            node.name,
+            " ".join(f"{loop.name}:{loop.extent}" for loop in node.spatial),
+            " ".join(f"{loop.name}:{loop.extent}" for loop in node.reduce) or "-",
+            " ".join(node.inputs),
+            " ".join(node.consumers) or "(output)",
+            f"{node.flops / 1e9:.4g}",
+        ))
+    widths = [max(len(row[c]) for row in rows) for c in range(len(rows[0]))]
+    lines = [header]
+    for r, row in enumerate(rows):
+        lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() + "\n")
+        if r:
+            node = info.nodes[r - 1]
+            index = ", ".join(loop.name for loop in node.spatial)
+            lines.append(f"    {node.name}[{index}] = {node.body}\n")
+    return "".join(lines)
+
+
+_COMMANDS = {"ops": _cmd_ops, "analyze": _cmd_analyze}
+
+
+def main(argv=None, out=None):
+    """Entry point; returns the exit status."""
+    out = out or sys.stdout
+    args = _build_parser().parse_args(argv)
+    try:
+        _COMMANDS[args.command](args, out)
+    except FlexschedError as err:
+        sys.stderr.write(f"flexsched: error: {err}\n")
+        return EXIT_USAGE
+    except BrokenPipeError:  # `flexsched ops | head`: the reader left, nothing is wrong
+        sys.stderr.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

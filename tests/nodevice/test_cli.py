@@ -1,0 +1,82 @@
+"""The `flexsched` command line: ops, analyze, and one-line errors with exit status 2."""
+
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+
+from flexsched.cli import main
+
+LIBRARY = {"GMV", "GMM", "BIL", "C1D", "T1D", "C2D", "T2D", "C3D", "T3D", "GRP", "DEP", "DIL", "BCM", "SHO"}
+
+
+def run(*argv):
+    out = io.StringIO()
+    status = main(list(argv), out=out)
+    return status, out.getvalue()
+
+
+def test_ops_lists_every_library_operator_with_its_arguments():
+    status, text = run("ops")
+    assert status == 0
+    names = {line.split()[0] for line in text.splitlines() if line and not line.startswith(" ")}
+    assert LIBRARY <= names
+    assert "GMM  M K N" in text
+    assert "[stride=1]" in text
+
+
+def test_analyze_prints_a_table():
+    status, text = run("analyze", "C2D", "1", "16", "14", "14", "32", "3", "1", "1")
+    assert status == 0
+    assert "2 node(s), 8 spatial / 3 reduce loops" in text
+    assert "rc:16 rh:3 rw:3" in text and "h:16" in text
+
+
+def test_analyze_json_is_one_object():
+    status, text = run("analyze", "T1D", "1", "8", "16", "4", "3", "2", "1", "--json")
+    assert status == 0 and text.count("\n") == 1
+    data = json.loads(text)
+    assert (data["num_spatial"], data["num_reduce"], data["num_nodes"]) == (9, 2, 3)
+    for node in data["nodes"]:
+        assert {"name", "spatial", "reduce", "inputs", "consumers"} <= set(node)
+        assert all(set(loop) == {"name", "extent"} for loop in node["spatial"] + node["reduce"])
+
+
+def test_optional_arguments_and_case_insensitive_names():
+    _, plain = run("analyze", "c2d", "1", "4", "8", "8", "4", "3", "--json")
+    _, strided = run("analyze", "C2D", "1", "4", "8", "8", "4", "3", "2", "--json")
+    assert json.loads(plain)["nodes"][1]["spatial"][2]["extent"] == 6
+    assert json.loads(strided)["nodes"][1]["spatial"][2]["extent"] == 3
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["analyze", "NOPE", "1"], "unknown task 'NOPE'; registered: BCM, BIL"),
+    (["analyze", "GMM", "4", "4"], "GMM takes 3 arguments (M K N), got 2"),
+    (["analyze", "GMM", "4", "4", "4", "4"], "GMM takes 3 arguments"),
+    (["analyze", "GMM", "4", "x", "4"], "argument 'K' of GMM must be an integer, got 'x'"),
+    (["analyze", "GMM", "4", "0", "4"], "argument 'K' must be an integer >= 1, got 0"),
+    (["analyze", "BCM", "10", "8", "4"], "argument 'rows'=10 is not a multiple of 'block'=4"),
+    (["analyze", "GRP", "1", "6", "8", "8", "4", "3", "1", "1", "4"], "'C'=6 is not a multiple of 'groups'=4"),
+    (["analyze", "C2D", "1", "3", "2", "2", "4", "7"], "argument 'H'=2 is too small"),
+])
+def test_bad_arguments_give_one_line_and_status_2(argv, expected, capsys):
+    status, text = run(*argv)
+    err = capsys.readouterr().err
+    assert status == 2 and text == ""
+    assert err.count("\n") == 1 and err.startswith("flexsched: error: ")
+    assert expected in err
+
+
+def test_unknown_command_from_a_real_process():
+    result = subprocess.run([sys.executable, "-m", "flexsched", "frobnicate"], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1
+    assert "invalid choice: 'frobnicate'" in result.stderr and "'analyze'" in result.stderr
+
+
+def test_analyze_from_a_real_process():
+    result = subprocess.run([sys.executable, "-m", "flexsched", "analyze", "GMV", "64", "32"],
+                            capture_output=True, text=True)
+    assert result.returncode == 0 and "1 spatial / 1 reduce loops" in result.stdout
