@@ -1,7 +1,7 @@
 """flexsched: write a tensor computation as math; analyse, schedule and tune it without templates."""
 
 from .errors import DefinitionError, EvaluationError, FlexschedError, RegistryError
-from .evaluate import evaluate
+from .reference import evaluate
 from .expr import Expr, IterVar
 from .functions import (abs, all_of, any_of, cast, const, exp, if_then_else, log, max, min, select,
                         sqrt, sum, tanh)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import DefinitionError, RegistryError
-from .evaluate import evaluate, topological_order
+from .reference import evaluate, topological_order
 from .tensor import Tensor
 
 _ARG_TYPES = (int, float, str, bool)
@@ -70,20 +70,22 @@ def _check_tensors(name, tensors):
     """Returned tensors: placeholders are the inputs (all of them), computes the outputs."""
     if isinstance(tensors, Tensor):
         tensors = (tensors,)
+    stray = tensors if not isinstance(tensors, (tuple, list)) else next(
+        (t for t in tensors if not isinstance(t, Tensor)), None)
+    if stray is not None or tensors is None:
+        raise DefinitionError(f"task {name}: the definition must return its tensors (inputs, then "
+                              f"outputs), got {type(stray).__name__}")
     tensors = tuple(tensors)
-    for t in tensors:
-        if not isinstance(t, Tensor):
-            raise DefinitionError(f"task {name}: returned {type(t).__name__}, expected tensors "
-                                  "(inputs, then outputs)")
     outputs = [t for t in tensors if not t.is_placeholder]
     if not outputs:
         raise DefinitionError(f"task {name}: returns no compute tensor (return inputs, then outputs)")
     returned = {id(t) for t in tensors}
-    for t in topological_order(outputs):
+    reachable = topological_order(outputs)
+    for t in reachable:
         if t.is_placeholder and id(t) not in returned:
             raise DefinitionError(f"task {name}: input '{t.name}' is read but not returned")
     names = {}
-    for t in topological_order(outputs):
+    for t in (*tensors, *reachable):
         if names.setdefault(t.name, t) is not t:
             raise DefinitionError(f"task {name}: two different tensors are named '{t.name}'")
     return tensors
