@@ -25,9 +25,10 @@ def analyze(target):
     tensors = {name: graph.nodes[name]["tensor"] for name in order}
     output_names = tuple(t.name for t in outputs)
     nodes = tuple(_node_info(tensors[name], graph) for name in order if not tensors[name].is_placeholder)
-    inputs = tuple(name for name in order if tensors[name].is_placeholder)
-    if hasattr(target, "inputs"):  # a task's own argument order
+    if hasattr(target, "inputs"):  # a task keeps its own argument order
         inputs = tuple(t.name for t in target.inputs)
+    else:
+        inputs = tuple(name for name in order if tensors[name].is_placeholder)
 
     def role(name):
         if name in output_names:
