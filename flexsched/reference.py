@@ -6,12 +6,15 @@ import numpy as np
 
 from . import dtypes
 from .errors import EvaluationError
-from .expr import Reduce
+from .expr import Binary, Reduce, iter_vars_of
 from .numpy_expr import axis_arrays, eval_expr
 from .tensor import Tensor
 
 # Elements of one vectorised step (output points x reduction points), bounding temporaries.
 _BLOCK_ELEMENTS = 1 << 22
+# Largest factor gathered over its own loop variables for an einsum contraction (float64).
+_EINSUM_ELEMENTS = 1 << 25
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
 def topological_order(outputs):
@@ -83,7 +86,43 @@ def evaluate_compute(tensor, values):
         env = axis_arrays(tensor.axes)
         result = eval_expr(tensor.body, env, load)
         return np.broadcast_to(result, tensor.shape).astype(tensor.dtype)
-    return _evaluate_reduction(tensor, tensor.body, load)
+    result = _contract_products(tensor, tensor.body, load)
+    if result is None:
+        result = _evaluate_reduction(tensor, tensor.body, load)
+    return result
+
+
+def _product_factors(expr):
+    """The factors of a float product tree: a*b*c -> [a, b, c]."""
+    if isinstance(expr, Binary) and expr.op == "*" and dtypes.is_float(expr.dtype):
+        return _product_factors(expr.a) + _product_factors(expr.b)
+    return [expr]
+
+
+def _contract_products(tensor, body, load):
+    """A float sum of products as one einsum (BLAS): each factor is evaluated over only the
+    loop variables it uses, so a GEMM or convolution never builds its whole iteration space.
+    None when it does not apply or a factor would be too large to gather."""
+    variables = (*tensor.axes, *body.axes)
+    if body.combiner != "sum" or not dtypes.is_float(tensor.dtype) or len(variables) > len(_LETTERS):
+        return None
+    letter = {id(var): _LETTERS[n] for n, var in enumerate(variables)}
+    operands, subscripts, used = [], [], set()
+    for factor in _product_factors(body.source):
+        factor_vars = iter_vars_of(factor)
+        extents = [var.extent for var in factor_vars]
+        if math.prod(extents) > _EINSUM_ELEMENTS:
+            return None
+        value = eval_expr(factor, axis_arrays(factor_vars), load)
+        operands.append(np.broadcast_to(value, extents).astype("float64"))
+        subscripts.append("".join(letter[id(var)] for var in factor_vars))
+        used.update(id(var) for var in factor_vars)
+    kept = [axis for axis in tensor.axes if id(axis) in used]
+    spec = ",".join(subscripts) + "->" + "".join(letter[id(axis)] for axis in kept)
+    result = np.einsum(spec, *operands, optimize=True)
+    # Output axes no factor uses are broadcast (the sum is the same along them).
+    shape = [axis.extent if id(axis) in used else 1 for axis in tensor.axes]
+    return np.broadcast_to(result.reshape(shape), tensor.shape).astype(tensor.dtype)
 
 
 def _accumulator(combiner, dtype, shape):

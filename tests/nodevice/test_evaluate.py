@@ -319,6 +319,7 @@ BLOCK_CASES = [
 @pytest.mark.parametrize("out_shape, red_shape", BLOCK_CASES,
                          ids=["out1", "out3-uneven", "out2x2-two-axes", "out9"])
 def test_reduction_in_many_small_blocks(monkeypatch, out_shape, red_shape, combiner, dtype):
+    monkeypatch.setattr(evaluate_module, "_EINSUM_ELEMENTS", 0)  # force the blocked path
     monkeypatch.setattr(evaluate_module, "_BLOCK_ELEMENTS", 7)
     steps = []
     real_eval = evaluate_module.eval_expr
@@ -337,7 +338,9 @@ def test_reduction_in_many_small_blocks(monkeypatch, out_shape, red_shape, combi
     assert len(steps) > 1, "the reduction was not split into blocks"
 
 
-def test_blocked_guarded_reduction(monkeypatch):
+@pytest.mark.parametrize("einsum_elements", [0, 1 << 25], ids=["blocked", "contracted"])
+def test_guarded_reduction(monkeypatch, einsum_elements):
+    monkeypatch.setattr(evaluate_module, "_EINSUM_ELEMENTS", einsum_elements)
     monkeypatch.setattr(evaluate_module, "_BLOCK_ELEMENTS", 7)
     a, w = floats(11, seed=1), floats(5, seed=2)
     A, W = fs.placeholder((11,), name="A"), fs.placeholder((5,), name="W")
@@ -345,6 +348,26 @@ def test_blocked_guarded_reduction(monkeypatch):
     O = fs.compute((11,), lambda i: fs.sum(
         fs.select((i + k >= 2) & (i + k < 13), A[i + k - 2], 0.0) * W[k], axis=k), name="O")
     check(O, {A: a, W: w}, np.correlate(np.pad(a, 2), w, "valid"), rtol=1e-5)
+
+
+LIBRARY_CASES = [("GMV", (7, 5)), ("GMM", (5, 6, 7)), ("BIL", (3, 4, 5, 6)), ("C1D", (1, 3, 9, 4, 3, 2, 1)),
+                 ("T1D", (1, 3, 6, 4, 3, 2, 1)), ("C2D", (2, 3, 7, 6, 4, 3, 1, 1, 2)),
+                 ("T2D", (1, 2, 4, 5, 3, 3, 2, 1)), ("C3D", (1, 2, 4, 5, 3, 2, 3, 1, 1)),
+                 ("T3D", (1, 2, 3, 3, 4, 2, 2, 2, 0)), ("GRP", (1, 4, 6, 6, 6, 3, 1, 1, 2)),
+                 ("DEP", (1, 3, 6, 6, 2, 3, 2, 1)), ("DIL", (1, 2, 8, 8, 3, 3, 1, 2, 2)),
+                 ("BCM", (8, 12, 4)), ("SHO", (1, 5, 5, 11, 3))]
+
+
+@pytest.mark.parametrize("name, args", LIBRARY_CASES, ids=[c[0] for c in LIBRARY_CASES])
+def test_contracted_and_blocked_paths_agree(monkeypatch, name, args):
+    """Sums of products go through one einsum; the blocked loop must give the same values."""
+    task = get_task(name, *args)
+    arrays = task.random_inputs(seed=3)
+    (contracted,) = task.evaluate(*arrays)
+    monkeypatch.setattr(evaluate_module, "_EINSUM_ELEMENTS", 0)
+    monkeypatch.setattr(evaluate_module, "_BLOCK_ELEMENTS", 5)
+    (blocked,) = task.evaluate(*arrays)
+    np.testing.assert_allclose(contracted, blocked, rtol=1e-5, atol=1e-6)
 
 
 # ---------------------------------------------------------------- bad feeds
