@@ -1,1 +1,7 @@
-"""Schedule spaces generated from the static analysis (issue: template-free schedule spaces)."""
+"""Template-free schedule spaces generated from the static analysis and a target's capabilities."""
+
+from .config import Config
+from .generate import generate
+from .space import Space, SpaceError
+
+__all__ = ["Config", "Space", "SpaceError", "generate"]

@@ -1,0 +1,97 @@
+"""Targets as capabilities: space generation reads these numbers, never a target's name."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass, replace
+
+from .errors import FlexschedError
+
+
+class TargetError(FlexschedError, ValueError):
+    """An unknown target or a capability that does not make sense."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What a device can do; fields a kind does not use stay 0."""
+
+    name: str                          # "llvm", "cuda", "fpga"
+    kind: str                          # "cpu", "gpu", "fpga"
+    device: str                        # human-readable description
+    cores: int = 1                     # CPU threads that run a parallel loop
+    vector_lanes: int = 1              # float32 lanes of the widest vector unit
+    max_threads_per_block: int = 0     # GPU
+    max_shared_memory_bytes: int = 0   # GPU, per block
+    max_registers_per_thread: int = 0  # GPU
+    warp_size: int = 0                 # GPU
+    dsp_slices: int = 0                # FPGA
+    bram18k_blocks: int = 0            # FPGA, 18 Kb each
+    dsps_per_fma: int = 0              # FPGA, DSP slices of one float32 multiply-add
+
+    def to_dict(self):
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data):
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise TargetError(f"target: unknown field(s) {', '.join(sorted(unknown))}")
+        return cls(**data)
+
+    def with_(self, **changes):
+        """A copy with some capabilities changed (e.g. fewer threads per block)."""
+        return replace(self, **changes)
+
+
+def _host_vector_lanes():
+    """float32 lanes of the host's widest vector unit, read from /proc/cpuinfo."""
+    try:
+        with open("/proc/cpuinfo") as cpuinfo:
+            flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
+    except OSError:
+        return 4
+    if "avx512f" in flags:
+        return 16
+    if "avx2" in flags or "avx" in flags:
+        return 8
+    return 4
+
+
+def host_cpu():
+    """The machine this runs on, for the llvm back end."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    lanes = _host_vector_lanes()
+    return Target("llvm", "cpu", f"host CPU ({cores} cores, {lanes} float32 lanes)", cores=cores,
+                  vector_lanes=lanes)
+
+
+def nvidia_h100():
+    # CUDA C Programming Guide, compute capability 9.0: 1024 threads per block, 255 registers
+    # per thread, 48 KB of static shared memory per block (more only by dynamic opt-in).
+    return Target("cuda", "gpu", "NVIDIA H100 (sm_90)", max_threads_per_block=1024,
+                  max_shared_memory_bytes=48 * 1024, max_registers_per_thread=255, warp_size=32)
+
+
+def xilinx_vu9p():
+    # Xilinx DS890 (UltraScale+ FPGAs product tables): VU9P has 6840 DSP48E2 slices and
+    # 2160 BRAM36 (= 4320 BRAM18K). Floating-Point Operator (PG060): a float32 multiplier
+    # takes 3 DSP48E2 with full DSP usage and an adder 2, so one multiply-add takes 5.
+    return Target("fpga", "fpga", "Xilinx Virtex UltraScale+ VU9P", dsp_slices=6840, bram18k_blocks=4320,
+                  dsps_per_fma=5)
+
+
+_TARGETS = {"llvm": host_cpu, "cuda": nvidia_h100, "fpga": xilinx_vu9p}
+
+
+def get_target(name):
+    """The target called name: llvm (this CPU), cuda (an H100) or fpga (a VU9P)."""
+    if isinstance(name, Target):
+        return name
+    if name not in _TARGETS:
+        raise TargetError(f"unknown target '{name}'; choose one of {', '.join(_TARGETS)}")
+    return _TARGETS[name]()
+
+
+def target_names():
+    return tuple(_TARGETS)

@@ -1,0 +1,18 @@
+"""generate(info, target): the schedule space of an analysed computation on a target."""
+
+from __future__ import annotations
+
+from flexsched.target import get_target
+
+from . import cpu, fpga, gpu
+from .space import Space
+
+# The rules per kind of machine; each reads the target's capabilities, never its name.
+_RULES = {"cpu": cpu, "gpu": gpu, "fpga": fpga}
+
+
+def generate(info, target):
+    """The Space of `info` (an AnalysisInfo) on `target` (a Target or its name)."""
+    target = get_target(target)
+    rules = _RULES[target.kind]
+    return Space(info, target, rules.knobs(info, target), lambda config: rules.emit(info, target, config))

@@ -1,0 +1,300 @@
+"""Knobs: the dimensions of a schedule space, each a finite ordered tuple of values with directions.
+
+A point of the space stores, per knob, the index of its chosen value. Split knobs follow
+FlexTensor section 4.2: the factorisations of a loop are rearranged into a space of N(N-1)
+directions, so that a move changes the split of only two sub-loops.
+"""
+
+import math
+import operator
+from bisect import bisect_right
+
+# A guarded split pads the extent up to a multiple of one of these, for round tiles.
+GUARD_MULTIPLES = (2, 4, 8, 16, 32)
+# Padding beyond 15% wastes more work on guarded-off iterations than round tiles win back.
+GUARD_SLACK_PERCENT = 115
+
+
+def _ceil_div(numerator, denominator):
+    """Integer ceiling division, exact where float division is not."""
+    return -(-numerator // denominator)
+
+
+def _divisors(number):
+    """All divisors in increasing order, so factorisations come out in lexicographic order."""
+    small, large = [], []
+    candidate = 1
+    while candidate * candidate <= number:
+        if number % candidate == 0:
+            small.append(candidate)
+            if candidate * candidate != number:
+                large.append(number // candidate)
+        candidate += 1
+    return small + large[::-1]
+
+
+def _factorisations(number, caps):
+    """Every ordered tuple of len(caps) factors whose product is number, each within its cap."""
+    divisors = _divisors(number)
+    found = []
+
+    def extend(prefix, remaining, position):
+        if position == len(caps):
+            if remaining == 1:
+                found.append(prefix)
+            return
+        cap = caps[position]
+        if position == len(caps) - 1:
+            if cap is None or remaining <= cap:
+                found.append(prefix + (remaining,))
+            return
+        for factor in divisors:
+            if factor > remaining or (cap is not None and factor > cap):
+                break
+            if remaining % factor == 0:
+                extend(prefix + (factor,), remaining // factor, position + 1)
+
+    extend((), number, 0)
+    return found
+
+
+def _guarded_factorisations(extent, caps):
+    """Round tiles of a slightly padded extent; the ceil-divided outer loop never idles."""
+    paddeds = sorted({_ceil_div(extent, multiple) * multiple for multiple in GUARD_MULTIPLES})
+    found = []
+    for padded in paddeds:
+        if padded == extent or padded * 100 > GUARD_SLACK_PERCENT * extent:
+            continue
+        for inner in _divisors(padded):
+            outer = padded // inner
+            if outer != _ceil_div(extent, inner) or (caps[0] is not None and outer > caps[0]):
+                continue
+            found.extend((outer,) + rest for rest in _factorisations(inner, caps[1:]))
+    return found
+
+
+def _as_tuples(value):
+    """Lists become tuples, so that values read back from JSON are found."""
+    if isinstance(value, (list, tuple)):
+        return tuple(_as_tuples(item) for item in value)
+    return value
+
+
+class _Knob:
+    """Behaviour shared by every knob: checks, lookup, neighbours, immutability once built."""
+
+    kind = "knob"
+
+    def __setattr__(self, attribute, value):
+        if getattr(self, "_frozen", False):
+            raise AttributeError(f"{self.kind} knob {self.name!r} is immutable")
+        object.__setattr__(self, attribute, value)
+
+    @property
+    def num_values(self):
+        """How many values the knob offers, the size of its dimension."""
+        return len(self.values)
+
+    @property
+    def num_directions(self):
+        """How many ways a point can move along this knob."""
+        return len(self.directions)
+
+    def neighbours(self, index):
+        """Every index reachable in one move, each once, in direction order."""
+        reachable = []
+        for direction in range(self.num_directions):
+            target = self.move(index, direction)
+            if target is not None and target not in reachable:
+                reachable.append(target)
+        return reachable
+
+    def index_of(self, value):
+        """The index that stores value in a point."""
+        try:
+            return self._index_by_value[_as_tuples(value)]
+        except (KeyError, TypeError):
+            raise self._error(f"no value {value!r}") from None
+
+    def to_dict(self):
+        """A JSON-friendly summary for reports and logs."""
+        return {"name": self.name, "kind": self.kind,
+                "num_values": self.num_values, "num_directions": self.num_directions}
+
+    def __repr__(self):
+        return f"<{type(self).__name__} {self.name!r}: {self.num_values} values>"
+
+    def _set_name(self, name, kind):
+        if not isinstance(kind, str) or not kind:
+            raise ValueError(f"knob {name!r}: kind must be a non-empty str, got {kind!r}")
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"{kind} knob: name must be a non-empty str, got {name!r}")
+        self.kind = kind
+        self.name = name
+
+    def _error(self, message):
+        return ValueError(f"{self.kind} knob {self.name!r}: {message}")
+
+    def _checked_index(self, index):
+        # operator.index accepts numpy integers, which explorers often hold.
+        try:
+            index = operator.index(index)
+        except TypeError:
+            raise self._error(f"index must be an int, got {index!r}") from None
+        if not 0 <= index < self.num_values:
+            raise self._error(f"index must be in [0, {self.num_values}), got {index}")
+        return index
+
+    def _checked_direction(self, direction):
+        try:
+            direction = operator.index(direction)
+        except TypeError:
+            raise self._error(f"direction must be an int, got {direction!r}") from None
+        if not 0 <= direction < self.num_directions:
+            raise self._error(f"direction must be in [0, {self.num_directions}), got {direction}")
+        return direction
+
+    def _freeze(self):
+        self._index_by_value = {value: index for index, value in enumerate(self.values)}
+        self._frozen = True
+
+
+class SplitKnob(_Knob):
+    """How a loop of trip count extent is split into parts factors, outer to inner."""
+
+    def __init__(self, name, extent, parts, caps=None, guarded=True):
+        self._set_name(name, "split")
+        self.extent = self._positive_int("extent", extent)
+        self.parts = self._positive_int("parts", parts)
+        self.caps = self._checked_caps(caps)
+        self.guarded = bool(guarded)
+        exact = sorted(_factorisations(self.extent, self.caps))
+        padded = sorted(_guarded_factorisations(self.extent, self.caps)) if self.guarded else []
+        if not exact and not padded:
+            raise self._error(f"caps {self.caps} leave no split of extent {self.extent}")
+        self.values = tuple(exact + padded)
+        self.directions = tuple((up, down) for up in range(self.parts)
+                                for down in range(self.parts) if up != down)
+        largest_factor = max(max(value) for value in self.values)
+        self._log_bound = math.log2(max(2, largest_factor))
+        self._groups_by_direction = {}
+        self._moves = {}
+        self._freeze()
+
+    @property
+    def encoding_length(self):
+        """One number per factor."""
+        return self.parts
+
+    def is_guarded(self, index):
+        """Whether this split pads the loop and so needs a boundary guard."""
+        return math.prod(self.values[self._checked_index(index)]) != self.extent
+
+    def encode(self, index):
+        """Log-scaled factors, since tile sizes matter by ratio rather than by difference."""
+        value = self.values[self._checked_index(index)]
+        return tuple(math.log2(factor) / self._log_bound for factor in value)
+
+    def move(self, index, direction):
+        """The nearest value with a larger factor at up and a smaller one at down, others kept."""
+        index = self._checked_index(index)
+        direction = self._checked_direction(direction)
+        key = (index, direction)
+        if key not in self._moves:
+            self._moves[key] = self._nearest(index, direction)
+        return self._moves[key]
+
+    def _nearest(self, index, direction):
+        up, down = self.directions[direction]
+        start = self.values[index]
+        members, up_factors = self._group(direction, start)
+        best_index, best = None, None
+        # The cost log(g_up/f_up) + log(f_down/g_down) orders candidates as g_up/g_down does;
+        # compared by cross-multiplication so that ties are exact.
+        for position in range(bisect_right(up_factors, start[up]), len(members)):
+            candidate = self.values[members[position]]
+            if best is not None and candidate[up] * best[down] >= best[up] * start[down]:
+                break  # g_up/g_down > g_up/f_down, which only grows from here on
+            if candidate[down] < start[down] and (
+                    best is None or candidate[up] * best[down] < best[up] * candidate[down]):
+                best_index, best = members[position], candidate
+        return best_index
+
+    def _group(self, direction, value):
+        """Values sharing value's factors outside the direction's pair, by ascending up factor."""
+        up, down = self.directions[direction]
+        if direction not in self._groups_by_direction:
+            members_by_key = {}
+            for index, other in enumerate(self.values):
+                members_by_key.setdefault(self._group_key(other, up, down), []).append(index)
+            groups = {}
+            for key, members in members_by_key.items():
+                # A stable sort, so equal up factors stay in value order for tie-breaking.
+                members.sort(key=lambda member: self.values[member][up])
+                groups[key] = (members, [self.values[member][up] for member in members])
+            self._groups_by_direction[direction] = groups
+        return self._groups_by_direction[direction][self._group_key(value, up, down)]
+
+    @staticmethod
+    def _group_key(value, up, down):
+        return tuple(factor for position, factor in enumerate(value) if position not in (up, down))
+
+    def _positive_int(self, field, number):
+        if isinstance(number, bool) or not isinstance(number, int) or number < 1:
+            raise self._error(f"{field} must be >= 1, got {number!r}")
+        return number
+
+    def _checked_caps(self, caps):
+        if caps is None:
+            return (None,) * self.parts
+        caps = tuple(caps)
+        if len(caps) != self.parts:
+            raise self._error(f"caps must have {self.parts} entries, got {len(caps)}")
+        for cap in caps:
+            if cap is not None and (isinstance(cap, bool) or not isinstance(cap, int) or cap < 1):
+                raise self._error(f"caps entries must be None or ints >= 1, got {cap!r}")
+        return caps
+
+
+def _is_plain_value(value):
+    """Whether value is an int, a str or a tuple of those, hashable and JSON-friendly."""
+    if isinstance(value, tuple):
+        return all(_is_plain_value(item) for item in value)
+    return isinstance(value, (int, str))
+
+
+class ChoiceKnob(_Knob):
+    """An ordered list of alternatives, stepped through one neighbour at a time."""
+
+    directions = ("+1", "-1")
+    encoding_length = 1
+
+    def __init__(self, name, kind, values):
+        self._set_name(name, kind)
+        if isinstance(values, str):
+            raise self._error(f"values must be a sequence, got {values!r}")
+        values = tuple(values)
+        if not values:
+            raise self._error("values must not be empty")
+        for value in values:
+            if not _is_plain_value(value):
+                raise self._error(f"values must be ints, strs or tuples of those, got {value!r}")
+        if len(set(values)) != len(values):
+            duplicates = sorted({repr(value) for value in values if values.count(value) > 1})
+            raise self._error(f"values must be distinct, repeated: {', '.join(duplicates)}")
+        self.values = values
+        self._freeze()
+
+    def move(self, index, direction):
+        """The next or previous alternative; None past either end, since order has no wrap."""
+        index = self._checked_index(index)
+        step = 1 if self._checked_direction(direction) == 0 else -1
+        target = index + step
+        return target if 0 <= target < self.num_values else None
+
+    def encode(self, index):
+        """Position along the list, scaled to [0, 1]."""
+        index = self._checked_index(index)
+        if self.num_values == 1:
+            return (0.0,)
+        return (index / (self.num_values - 1),)

@@ -1,0 +1,135 @@
+"""Pieces every target's rules share: which loops get split knobs, where producers go,
+and the steps that turn chosen factors into an ordered loop nest."""
+
+from __future__ import annotations
+
+from flexsched.schedule import ComputeAt, ComputeInline, Reorder, Split, Unroll
+
+from .knobs import ChoiceKnob, SplitKnob
+
+ATTACH_INLINE, ATTACH_ROOT, ATTACH_AT = "inline", "root", "at"
+
+
+def split_loops(loops):
+    """Loops worth a split knob: a trip count of 1 has only one split."""
+    return [loop for loop in loops if loop.extent > 1]
+
+
+def trivial_loops(loops):
+    return [loop for loop in loops if loop.extent == 1]
+
+
+def knob_name(node, what, loop=None):
+    return f"{node.name}.{what}" + (f".{loop.name}" if loop is not None else "")
+
+
+def attach_values(node, allow_at):
+    """Where a non-output node may be computed: inlined (elementwise only), at root, or inside
+    its single consumer's outer loop."""
+    if not node.consumers:
+        return (ATTACH_ROOT,)
+    values = [] if node.reduce else [ATTACH_INLINE]
+    values.append(ATTACH_ROOT)
+    if allow_at and len(node.consumers) == 1:
+        values.append(ATTACH_AT)
+    return tuple(values)
+
+
+def attach_knob(info, node, allow_at):
+    """The attach knob of a producer, or None for outputs and nodes with one choice."""
+    if node.name in info.outputs:
+        return None
+    values = attach_values(node, allow_at)
+    return ChoiceKnob(knob_name(node, "attach"), "attach", values) if len(values) > 1 else None
+
+
+def split_knobs(node, loops, parts, caps_of=None):
+    """A SplitKnob per loop with extent > 1; caps_of(loop) gives the per-part caps or None."""
+    return [SplitKnob(knob_name(node, "split", loop), loop.extent, parts,
+                      caps=caps_of(loop) if caps_of else None) for loop in split_loops(loops)]
+
+
+def attachment(info, config, node):
+    """The attach decision of a node under a config; nodes without an attach knob are at root."""
+    return config.get(knob_name(node, "attach"), ATTACH_ROOT)
+
+
+def effective_inputs(info, config, node):
+    """The tensors a node reads once inlined producers are substituted by what they read."""
+    result = []
+    for name in node.inputs:
+        producer = next((n for n in info.nodes if n.name == name), None)
+        if producer is not None and attachment(info, config, producer) == ATTACH_INLINE:
+            result += [t for t in effective_inputs(info, config, producer) if t not in result]
+        elif name not in result:
+            result.append(name)
+    return result
+
+
+def inline_steps(info, config):
+    """ComputeInline for every node the config inlines (these come before any other step)."""
+    return [ComputeInline(node.name) for node in info.nodes if attachment(info, config, node) == ATTACH_INLINE]
+
+
+def scheduled_consumer(info, config, node):
+    """The consumer a node is computed inside: its consumer, skipping consumers that are inlined."""
+    consumer = info.node(node.consumers[0])
+    while attachment(info, config, consumer) == ATTACH_INLINE:
+        consumer = info.node(consumer.consumers[0])
+    return consumer
+
+
+def compute_at_steps(info, config, anchors):
+    """ComputeAt for nodes attached 'at': inside the anchor loop of their consumer."""
+    steps = []
+    for node in info.nodes:
+        if attachment(info, config, node) == ATTACH_AT:
+            consumer = scheduled_consumer(info, config, node)
+            steps.append(ComputeAt(node.name, consumer.name, anchors[consumer.name]))
+    return steps
+
+
+def split_steps(stage_name, node, loops, config, levels):
+    """Split each knobbed loop; returns (steps, {loop name: [level loop names]}).
+
+    Loops without a knob keep their own name at every level's place (they are length 1
+    and stay outermost)."""
+    steps, level_names = [], {}
+    for loop in split_loops(loops):
+        factors = tuple(config[knob_name(node, "split", loop)])
+        steps.append(Split(stage_name, loop.name, factors))
+        level_names[loop.name] = [f"{loop.name}.{level}" for level in range(levels)]
+    return steps, level_names
+
+
+def level_extents(node, config, level_names):
+    """{loop name: trip count} for a node's original loops and their split levels."""
+    extents = {loop.name: loop.extent for loop in node.loops}
+    for loop in node.loops:
+        if loop.name in level_names:
+            factors = config[knob_name(node, "split", loop)]
+            extents.update(zip(level_names[loop.name], factors))
+    return extents
+
+
+def level(level_names, loops, index):
+    """The loop names at one tiling level, in the node's loop order."""
+    return [level_names[loop.name][index] for loop in split_loops(loops)]
+
+
+def reorder_step(stage_name, order):
+    return [Reorder(stage_name, tuple(order))] if len(order) > 1 else []
+
+
+def unroll_steps(stage_name, nest, extents, limit, stop_at):
+    """Unroll the innermost unannotated loops while the product of their extents stays within
+    limit; nest is the loop order, stop_at the loops that must not be unrolled."""
+    steps, product = [], 1
+    for name in reversed(nest):
+        if name in stop_at:
+            break
+        if product * extents[name] > limit:
+            break
+        product *= extents[name]
+        steps.append(Unroll(stage_name, name))
+    return steps

@@ -1,0 +1,126 @@
+"""A schedule space: a product of knobs whose every point is a legal schedule.
+
+A point is a tuple of value indices, one per knob. Each move changes one knob along one of
+its directions (a split's (i, j) rearrangement pair, or ±1 for other knobs), and directions
+have a stable global index, which the Q-network's outputs follow.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .config import Config
+
+
+class SpaceError(ValueError):
+    """A point or config that does not belong to a space."""
+
+
+class Space:
+    """Knobs generated for one computation and target, and the rule that turns a point into a Schedule."""
+
+    def __init__(self, info, target, knobs, emit):
+        self.info = info
+        self.target = target
+        self.knobs = tuple(knobs)
+        self._emit = emit  # Config -> Schedule, the target's fixed decisions
+        self.directions = tuple((k, d) for k, knob in enumerate(self.knobs) for d in range(knob.num_directions))
+        self._offsets = np.cumsum([0] + [knob.encoding_length for knob in self.knobs])
+        names = [knob.name for knob in self.knobs]
+        if len(set(names)) != len(names):
+            raise SpaceError(f"knob names repeat in {names}")
+
+    @property
+    def size(self):
+        """The exact number of points (a Python int: it overflows floats for large graphs)."""
+        return math.prod(knob.num_values for knob in self.knobs)
+
+    @property
+    def num_knobs(self):
+        return len(self.knobs)
+
+    @property
+    def num_directions(self):
+        return len(self.directions)
+
+    @property
+    def encoding_length(self):
+        return int(self._offsets[-1])
+
+    def direction_name(self, direction):
+        knob_index, knob_direction = self.directions[direction]
+        knob = self.knobs[knob_index]
+        return f"{knob.name}{knob.directions[knob_direction]}"
+
+    def _check(self, point):
+        if len(point) != len(self.knobs):
+            raise SpaceError(f"a point of this space has {len(self.knobs)} indices, got {len(point)}")
+        for knob, index in zip(self.knobs, point):
+            if not 0 <= index < knob.num_values:
+                raise SpaceError(f"knob '{knob.name}' has {knob.num_values} values; index {index} is outside")
+        return tuple(int(i) for i in point)
+
+    def random_point(self, rng):
+        """A uniformly random point; rng is a numpy Generator or a seed."""
+        rng = np.random.default_rng(rng)
+        return tuple(int(rng.integers(knob.num_values)) for knob in self.knobs)
+
+    def move(self, point, direction):
+        """The neighbour along a direction, or None where the knob has no value that way."""
+        point = self._check(point)
+        knob_index, knob_direction = self.directions[direction]
+        moved = self.knobs[knob_index].move(point[knob_index], knob_direction)
+        if moved is None:
+            return None
+        return point[:knob_index] + (moved,) + point[knob_index + 1:]
+
+    def neighbours(self, point):
+        """[(direction, neighbour), ...] for every direction that leads somewhere."""
+        result = []
+        for direction in range(self.num_directions):
+            moved = self.move(point, direction)
+            if moved is not None:
+                result.append((direction, moved))
+        return result
+
+    def encode(self, point):
+        """A fixed-length float32 vector in [0, 1] describing the point, for learning."""
+        point = self._check(point)
+        vector = np.empty(self.encoding_length, dtype=np.float32)
+        for knob, index, start in zip(self.knobs, point, self._offsets):
+            vector[start:start + knob.encoding_length] = knob.encode(index)
+        return vector
+
+    def config(self, point):
+        point = self._check(point)
+        return Config(tuple((knob.name, knob.values[index]) for knob, index in zip(self.knobs, point)))
+
+    def point(self, config):
+        """The point of a Config (e.g. read back from a record)."""
+        indices = []
+        for knob in self.knobs:
+            if config.get(knob.name) is None:
+                raise SpaceError(f"config has no value for knob '{knob.name}'")
+            try:
+                indices.append(knob.index_of(config[knob.name]))
+            except ValueError as err:
+                raise SpaceError(str(err)) from None
+        return tuple(indices)
+
+    def schedule(self, point_or_config):
+        """The Schedule (a list of primitive steps) a point stands for."""
+        config = point_or_config if isinstance(point_or_config, Config) else self.config(point_or_config)
+        return self._emit(config)
+
+    def to_dict(self):
+        return {
+            "task": self.info.task,
+            "target": self.target.to_dict(),
+            "size": self.size,
+            "num_knobs": self.num_knobs,
+            "num_directions": self.num_directions,
+            "encoding_length": self.encoding_length,
+            "knobs": [knob.to_dict() for knob in self.knobs],
+        }
