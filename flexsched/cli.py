@@ -1,4 +1,4 @@
-"""The `flexsched` command line: list operators, analyse one."""
+"""The `flexsched` command line: list operators, analyse one, show its schedule space."""
 
 from __future__ import annotations
 
@@ -27,6 +27,13 @@ def _build_parser():
     analyze.add_argument("op", metavar="OP", help="operator name (see `flexsched ops`)")
     analyze.add_argument("args", metavar="ARG", nargs="*", help="the operator's arguments")
     analyze.add_argument("--json", action="store_true", help="print one JSON object")
+    space = commands.add_parser("space", help="the generated schedule space of an operator on a target")
+    space.add_argument("op", metavar="OP", help="operator name (see `flexsched ops`)")
+    space.add_argument("args", metavar="ARG", nargs="*", help="the operator's arguments")
+    space.add_argument("--target", default="llvm", help="llvm (this CPU), cuda or fpga (default llvm)")
+    space.add_argument("--json", action="store_true", help="print one JSON object")
+    space.add_argument("--example", type=int, metavar="SEED",
+                       help="also print the schedule of the random point drawn with this seed")
     return parser
 
 
@@ -74,6 +81,38 @@ def _cmd_analyze(args, out):
         out.write(format_analysis(info))
 
 
+def _cmd_space(args, out):
+    from analysis import analyze
+    from space import generate
+
+    info = analyze(task_from_command_line(args.op, args.args))
+    space = generate(info, args.target)
+    if args.json:
+        data = space.to_dict()
+        if args.example is not None:
+            point = space.random_point(args.example)
+            data["example"] = {"config": space.config(point).to_dict(),
+                               "schedule": json.loads(space.schedule(point).to_json())}
+        out.write(json.dumps(data) + "\n")
+        return
+    out.write(format_space(space))
+    if args.example is not None:
+        point = space.random_point(args.example)
+        out.write(f"\nrandom point (seed {args.example}): {space.config(point).to_json()}\n")
+        out.write(space.schedule(point).apply(info).describe() + "\n")
+
+
+def format_space(space):
+    """The knobs of a space as a table under a one-line summary."""
+    rows = [("knob", "kind", "values", "directions")]
+    rows += [(k.name, k.kind, str(k.num_values), str(k.num_directions)) for k in space.knobs]
+    widths = [max(len(row[c]) for row in rows) for c in range(4)]
+    lines = [f"{space.info.task} on {space.target.name} ({space.target.device}): {space.size:.4g} points "
+             f"({space.size}), {space.num_knobs} knobs, {space.num_directions} directions\n"]
+    lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() + "\n" for row in rows]
+    return "".join(lines)
+
+
 def format_analysis(info):
     """The analysis as a readable table with each node's body below its row."""
     header = (f"{info.task}: {info.num_nodes} node(s), {info.num_spatial} spatial / {info.num_reduce} "
@@ -99,7 +138,7 @@ def format_analysis(info):
     return "".join(lines)
 
 
-_COMMANDS = {"ops": _cmd_ops, "analyze": _cmd_analyze}
+_COMMANDS = {"ops": _cmd_ops, "analyze": _cmd_analyze, "space": _cmd_space}
 
 
 def main(argv=None, out=None):

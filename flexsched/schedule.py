@@ -384,9 +384,19 @@ class ComputeAt(Step):
         stage.attach, stage.attach_to = "at", (consumer.name, self.loop)
 
 
+def cache_stage_name(tensor, scope, taken):
+    """The name of a new cache of tensor: tensor.scope, then tensor.scope1, tensor.scope2, ..."""
+    name, number = f"{tensor}.{scope}", 0
+    while name in taken:
+        number += 1
+        name = f"{tensor}.{scope}{number}"
+    return name
+
+
 @_step
 class CacheRead(Step):
-    """Copy a tensor into shared or local memory for the given readers (a new stage)."""
+    """Copy a tensor into shared or local memory for the given readers (a new stage, named by
+    cache_stage_name)."""
 
     kind: ClassVar[str] = "cache_read"
     tensor: str
@@ -399,9 +409,7 @@ class CacheRead(Step):
                                 f"{', '.join(CACHE_SCOPES)}")
         if self.tensor not in state.tensor_shapes:
             raise ScheduleError(f"{self.label()}: no tensor '{self.tensor}'")
-        name = f"{self.tensor}.{self.scope}"
-        if name in state.stages:
-            raise ScheduleError(f"{self.label()}: '{self.tensor}' already has a {self.scope} cache")
+        name = cache_stage_name(self.tensor, self.scope, state.stages)
         if not self.readers:
             raise ScheduleError(f"{self.label()}: name at least one reader of '{self.tensor}'")
         shape = state.tensor_shapes[self.tensor]

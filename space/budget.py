@@ -1,23 +1,38 @@
-"""Turn a capability budget over a product of factors into per-loop caps (powers of two).
+"""Turn capability limits over products of split factors into per-loop caps.
 
-Coupled limits (threads per block, DSP slices, a register tile) bound a product of split
-factors over several loops. Capping each loop so that the caps multiply to at most the
-budget keeps the space a plain product of knobs whose every point obeys the limit.
+Coupled limits (threads per block, a register tile, shared memory, DSP slices, BRAM) bound
+products and sums of products of split factors over several loops. Capping each factor of
+each loop, with the limits checked at the largest tiles the caps allow, keeps the space a
+plain product of knobs whose every point obeys every limit (footprints only grow with tiles).
 """
 
 
-def allocate(budget, extents):
-    """{loop: cap} with the product of caps <= budget, doubling the smallest cap that still
-    helps (cap below the loop's extent), larger extents first on ties."""
-    caps = {loop: 1 for loop in extents}
-    product = 1
-    while True:
-        growable = [loop for loop in caps if caps[loop] < extents[loop] and product * 2 <= budget]
-        if not growable:
-            return caps
-        loop = min(growable, key=lambda name: (caps[name], -extents[name]))
-        caps[loop] *= 2
-        product *= 2
+def grow_caps(groups, fits):
+    """Caps grown together: {group: {loop: cap}} starting at 1, doubling round-robin (loop by
+    loop, group by group) while each doubling keeps fits(caps) true and the cap below the
+    loop's extent. groups maps a group name to {loop: extent}."""
+    caps = {group: {loop: 1 for loop in extents} for group, extents in groups.items()}
+    turns = [(group, loop) for loop in dict.fromkeys(l for e in groups.values() for l in e)
+             for group in groups if loop in groups[group]]
+    grew = True
+    while grew:
+        grew = False
+        for group, loop in turns:
+            if caps[group][loop] >= groups[group][loop]:
+                continue
+            caps[group][loop] *= 2
+            if fits(caps):
+                grew = True
+            else:
+                caps[group][loop] //= 2
+    return caps
+
+
+def product(caps):
+    result = 1
+    for value in caps.values():
+        result *= value
+    return result
 
 
 def largest_power_of_two(limit):

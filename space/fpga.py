@@ -12,7 +12,7 @@ import math
 
 from flexsched.schedule import Buffer, Partition, Pipeline, Schedule, Unroll
 
-from .budget import allocate
+from .budget import grow_caps, product
 from .footprint import footprint, reads_footprint
 from .nest import (ATTACH_ROOT, attach_knob, attachment, effective_inputs, inline_steps, knob_name, level, level_extents,
                    reorder_step, split_knobs, split_loops, split_steps, trivial_loops)
@@ -27,18 +27,19 @@ DOUBLE_BUFFERED = 2  # read, compute and write overlap: two copies of every tile
 def _caps(info, node, target):
     """{loop: (caps per part)}: the PE array within the DSPs, the tiles within BRAM."""
     extents = {loop.name: loop.extent for loop in split_loops(node.loops)}
-    pe = allocate(max(1, target.dsp_slices // max(1, target.dsps_per_fma)), extents)
-    tile = {name: extent for name, extent in extents.items()}
-    limit = target.bram18k_blocks * BRAM18K_BYTES // (FLOAT_BYTES * DOUBLE_BUFFERED)
-    while _on_chip_elements(info, node, tile, pe) > limit:
-        largest = max(tile, key=tile.get)
-        tile[largest] = max(1, tile[largest] // 2)
-    return {name: (None, tile[name], pe[name]) for name in extents}
+    pe_limit = max(1, target.dsp_slices // max(1, target.dsps_per_fma))
+    bram_limit = target.bram18k_blocks * BRAM18K_BYTES // (FLOAT_BYTES * DOUBLE_BUFFERED)
+
+    def fits(caps):
+        return product(caps["pe"]) <= pe_limit and _on_chip_elements(info, node, caps) <= bram_limit
+
+    caps = grow_caps({"tile": extents, "pe": extents}, fits)
+    return {name: (None, caps["tile"][name], caps["pe"][name]) for name in extents}
 
 
-def _on_chip_elements(info, node, tile, pe):
+def _on_chip_elements(info, node, caps):
     """Elements of all tiles (inputs and output) at the largest tile x PE factors allowed."""
-    tiles = {name: tile[name] * pe[name] for name in tile}
+    tiles = {name: caps["tile"][name] * caps["pe"][name] for name in caps["tile"]}
     write = footprint(node.write, tiles, node.shape)
     return reads_footprint(info, node, tiles) + write
 

@@ -8,9 +8,9 @@ on the thread and tile factors, checked at the largest tiles, so every point lau
 
 from __future__ import annotations
 
-from flexsched.schedule import Bind, CacheRead, CacheWrite, ComputeAt, Fuse, Schedule
+from flexsched.schedule import Bind, CacheRead, CacheWrite, ComputeAt, Fuse, Schedule, cache_stage_name
 
-from .budget import allocate, largest_power_of_two
+from .budget import grow_caps, largest_power_of_two, product
 from .footprint import reads_footprint
 from .knobs import ChoiceKnob
 from .nest import (ATTACH_ROOT, attach_knob, attachment, effective_inputs, inline_steps, knob_name, level, level_extents,
@@ -25,29 +25,35 @@ FLOAT_BYTES = 4
 
 
 def _caps(info, node, target):
-    """({loop: (caps per spatial part)}, {loop: (caps per reduce part)}) within the target's limits."""
+    """({loop: (caps per spatial part)}, {loop: (caps per reduce part)}) within the target's limits.
+
+    A thread factor is capped by `threads`, the vthread and inner factors each by `registers`
+    (the register tile, pruning: more accumulators would spill), and the two inner reduce
+    factors each by `chunk` (the reduction points staged per shared-memory refill)."""
     spatial = {loop.name: loop.extent for loop in split_loops(node.spatial)}
     reduce = {loop.name: loop.extent for loop in split_loops(node.reduce)}
-    threads = allocate(target.max_threads_per_block, spatial)
-    # Accumulators per thread: pruning (more would spill), not a hard limit.
-    registers = allocate(largest_power_of_two(target.max_registers_per_thread // 4), spatial)
-    chunk = allocate(64, reduce)  # reduction points staged per shared-memory refill
-    limit = target.max_shared_memory_bytes // FLOAT_BYTES
-    while node.reduce and _shared_elements(info, node, threads, registers, chunk) > limit:
-        shrinkable = [caps for caps in (chunk, registers, threads) if any(v > 1 for v in caps.values())]
-        caps = shrinkable[0]
-        largest = max(caps, key=caps.get)
-        caps[largest] //= 2
+    registers_per_thread = largest_power_of_two(target.max_registers_per_thread // 4)
+    shared_limit = target.max_shared_memory_bytes // FLOAT_BYTES
+
+    def fits(caps):
+        if product(caps["threads"]) > target.max_threads_per_block:
+            return False
+        if product(caps["registers"]) > registers_per_thread:
+            return False
+        return not node.reduce or _shared_elements(info, node, caps) <= shared_limit
+
+    caps = grow_caps({"threads": spatial, "registers": spatial, "chunk": reduce}, fits)
+    threads, registers, chunk = caps["threads"], caps["registers"], caps["chunk"]
     spatial_caps = {name: (None, registers[name], threads[name], registers[name]) for name in spatial}
     reduce_caps = {name: (None, chunk[name], chunk[name]) for name in reduce}
     return spatial_caps, reduce_caps
 
 
-def _shared_elements(info, node, threads, registers, chunk):
-    """Shared memory a block needs at the largest tiles these caps allow (footprints only grow
+def _shared_elements(info, node, caps):
+    """Shared memory a block needs at the largest tiles the caps allow (footprints only grow
     with tiles, so this bounds every point)."""
-    tiles = {name: threads[name] * registers[name] ** 2 for name in threads}
-    tiles.update({name: chunk[name] ** 2 for name in chunk})
+    tiles = {name: caps["threads"][name] * caps["registers"][name] ** 2 for name in caps["threads"]}
+    tiles.update({name: cap ** 2 for name, cap in caps["chunk"].items()})
     return reads_footprint(info, node, tiles)
 
 
@@ -79,7 +85,8 @@ def _bind_level(stage, loops, axis):
     return steps + [Bind(stage, name, axis)], name
 
 
-def _node_steps(info, node, config):
+def _node_steps(info, node, config, caches):
+    """Steps of one kernel; caches holds the cache stage names taken so far."""
     steps, names = [], {}
     compute_stage = node.name
     cached = bool(node.reduce) and config[knob_name(node, "cache")]
@@ -94,7 +101,7 @@ def _node_steps(info, node, config):
     threads = level(names, node.spatial, THREAD)
     inner = level(names, node.spatial, INNER)
     steps += reorder_step(node.name, blocks + vthreads + threads + inner)
-    bind_steps, _ = _bind_level(node.name, blocks, "blockIdx.x")
+    bind_steps, block_loop = _bind_level(node.name, blocks, "blockIdx.x")
     steps += bind_steps
     steps += [Bind(node.name, name, "vthread") for name in vthreads]
     thread_steps, thread_loop = _bind_level(node.name, threads, "threadIdx.x")
@@ -112,14 +119,16 @@ def _node_steps(info, node, config):
     trivial_reduce = [loop.name for loop in trivial_loops(node.reduce)]
     nest = trivial_reduce + [name for token in pattern for name in tokens[token]]
     steps += reorder_step(compute_stage, nest)
-    anchor_loop = thread_loop or (vthreads[-1] if vthreads else blocks[-1] if blocks else None)
+    anchor_loop = thread_loop or (vthreads[-1] if vthreads else block_loop)
     if anchor_loop:
         steps.append(ComputeAt(compute_stage, node.name, anchor_loop))
     if cached:
         refill = (tokens["R0"] or trivial_reduce or nest)[-1]  # inputs are reloaded once per outer chunk
         for tensor in effective_inputs(info, config, node):
+            cache = cache_stage_name(tensor, "shared", caches)
+            caches.add(cache)
             steps.append(CacheRead(tensor, "shared", (compute_stage,)))
-            steps.append(ComputeAt(f"{tensor}.shared", compute_stage, refill))
+            steps.append(ComputeAt(cache, compute_stage, refill))
     # The register tile's loops get their extents only when lowering infers bounds (and are
     # unrolled there); the unroll knob covers the reduce loops inside each chunk.
     extents.update(level_extents(node, config, reduce_names))
@@ -131,8 +140,8 @@ def _node_steps(info, node, config):
 
 def emit(info, target, config):
     """The Schedule of a GPU config: inlines, then one kernel per node at root."""
-    steps = inline_steps(info, config)
+    steps, caches = inline_steps(info, config), set()
     for node in info.nodes:
         if attachment(info, config, node) == ATTACH_ROOT:
-            steps += _node_steps(info, node, config)
+            steps += _node_steps(info, node, config, caches)
     return Schedule(tuple(steps))

@@ -80,3 +80,31 @@ def test_analyze_from_a_real_process():
     result = subprocess.run([sys.executable, "-m", "flexsched", "analyze", "GMV", "64", "32"],
                             capture_output=True, text=True)
     assert result.returncode == 0 and "1 spatial / 1 reduce loops" in result.stdout
+
+
+@pytest.mark.parametrize("target", ["llvm", "cuda", "fpga"])
+def test_space_json_has_the_documented_fields(target):
+    status, text = run("space", "C2D", "1", "8", "14", "14", "16", "3", "1", "1", "--target", target, "--json")
+    assert status == 0 and text.count("\n") == 1
+    data = json.loads(text)
+    assert data["num_knobs"] == len(data["knobs"]) >= 1
+    assert data["num_directions"] == sum(knob["num_directions"] for knob in data["knobs"])
+    product = 1
+    for knob in data["knobs"]:
+        assert {"name", "kind", "num_values"} <= set(knob)
+        product *= knob["num_values"]
+    assert data["size"] == product
+
+
+def test_space_table_and_example_schedule():
+    status, text = run("space", "GMM", "64", "64", "64", "--example", "1")
+    assert status == 0
+    assert "GMM(64, 64, 64) on llvm" in text and "O.split.i" in text and "split" in text
+    assert "random point (seed 1)" in text and "[parallel]" in text
+
+
+def test_space_unknown_target_is_one_line_with_choices(capsys):
+    status, _ = run("space", "GMM", "4", "4", "4", "--target", "tpu")
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1
+    assert "unknown target 'tpu'; choose one of llvm, cuda, fpga" in err

@@ -1,0 +1,243 @@
+"""Generated schedule spaces: every point is a legal schedule, moves stay inside, sizes are
+exact, capability limits hold, and nothing depends on the operator library."""
+
+import itertools
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import flexsched as fs
+from analysis import analyze
+from flexsched.registry import get_task
+from flexsched.schedule import ScheduleError
+from flexsched.target import get_target
+from space import Config, SpaceError, generate
+from space.footprint import reads_footprint
+
+TARGETS = ("llvm", "cuda", "fpga")
+small = st.integers(1, 9)
+channels = st.integers(1, 6)
+
+# Small argument strategies per library operator (kernel sizes, strides and padding kept legal).
+OPERATOR_ARGS = {
+    "GMV": st.tuples(st.integers(1, 50), st.integers(1, 50)),
+    "GMM": st.tuples(st.integers(1, 40), st.integers(1, 40), st.integers(1, 40)),
+    "BIL": st.tuples(small, small, small, small),
+    "C1D": st.tuples(st.just(1), channels, st.integers(5, 30), channels, st.integers(1, 3), st.integers(1, 2),
+                     st.integers(0, 1)),
+    "T1D": st.tuples(st.just(1), channels, st.integers(2, 12), channels, st.integers(2, 3), st.integers(1, 2),
+                     st.integers(0, 1)),
+    "C2D": st.tuples(st.just(1), channels, st.integers(5, 14), st.integers(5, 14), channels, st.integers(1, 3),
+                     st.integers(1, 2), st.integers(0, 1)),
+    "T2D": st.tuples(st.just(1), channels, st.integers(2, 7), st.integers(2, 7), channels, st.integers(2, 3),
+                     st.integers(1, 2), st.integers(0, 1)),
+    "C3D": st.tuples(st.just(1), channels, st.integers(3, 6), st.integers(3, 6), st.integers(3, 6), channels,
+                     st.integers(1, 3), st.just(1), st.integers(0, 1)),
+    "T3D": st.tuples(st.just(1), channels, st.integers(2, 4), st.integers(2, 4), st.integers(2, 4), channels,
+                     st.integers(2, 3), st.integers(1, 2), st.integers(0, 1)),
+    "GRP": st.tuples(st.just(1), st.sampled_from([4, 8]), st.integers(5, 10), st.integers(5, 10),
+                     st.sampled_from([4, 8]), st.integers(1, 3), st.integers(1, 2), st.integers(0, 1),
+                     st.sampled_from([1, 2, 4])),
+    "DEP": st.tuples(st.just(1), channels, st.integers(5, 10), st.integers(5, 10), st.integers(1, 3),
+                     st.integers(1, 3), st.integers(1, 2), st.integers(0, 1)),
+    "DIL": st.tuples(st.just(1), channels, st.integers(7, 12), st.integers(7, 12), channels, st.integers(1, 3),
+                     st.integers(1, 2), st.integers(0, 1), st.integers(1, 2)),
+    "BCM": st.tuples(st.integers(1, 8), st.integers(1, 8), st.sampled_from([1, 2, 4])).map(
+        lambda a: (a[0] * a[2], a[1] * a[2], a[2])),
+    "SHO": st.tuples(st.just(1), st.integers(3, 9), st.integers(3, 9), st.integers(1, 20), st.sampled_from([3, 5])),
+}
+
+
+def check_point(space, point):
+    """A point maps to a config and schedule that apply legally and round-trip through JSON."""
+    config = space.config(point)
+    assert Config.from_json(config.to_json()) == config
+    assert space.point(Config.from_json(config.to_json())) == point
+    schedule = space.schedule(point)
+    assert type(schedule).from_json(schedule.to_json()) == schedule
+    return schedule.apply(space.info)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("name", sorted(OPERATOR_ARGS))
+def test_random_points_and_all_their_moves_are_legal(name, target):
+    """Random points of every operator's space, and every neighbour of them, apply legally."""
+    @settings(max_examples=8, deadline=None)
+    @given(OPERATOR_ARGS[name], st.integers(0, 2**32 - 1))
+    def run(args, seed):
+        info = analyze(get_task(name, *args))
+        space = generate(info, target)
+        assert space.size == math.prod(knob.num_values for knob in space.knobs)
+        point = space.random_point(seed)
+        check_point(space, point)
+        for direction, neighbour in space.neighbours(point):
+            assert sum(a != b for a, b in zip(point, neighbour)) == 1  # a move changes one knob
+            assert space.move(point, direction) == neighbour
+            check_point(space, neighbour)
+
+    run()
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_tiny_space_enumerated_every_point_legal_and_distinct(target):
+    """The size is exact: enumerating a tiny space gives that many distinct legal configs."""
+    info = analyze(get_task("GMV", 6, 4))
+    space = generate(info, target)
+    points = list(itertools.product(*(range(knob.num_values) for knob in space.knobs)))
+    assert len(points) == space.size
+    configs = {space.config(point) for point in points}
+    assert len(configs) == space.size
+    for point in points:
+        check_point(space, point)
+
+
+def test_split_moves_follow_the_rearrangement():
+    """Direction (i, j) of a split grows factor i and shrinks factor j, nothing else."""
+    space = generate(analyze(get_task("GMM", 64, 64, 64)), "llvm")
+    knob_index = next(k for k, knob in enumerate(space.knobs) if knob.name == "O.split.i")
+    point = space.point(Config.from_dict({**space.config(space.random_point(0)).to_dict(),
+                                          "O.split.i": [4, 4, 2, 2]}))
+    for direction, (k, d) in enumerate(space.directions):
+        if k != knob_index:
+            continue
+        i, j = space.knobs[k].directions[d]
+        moved = space.move(point, direction)
+        before = space.config(point)["O.split.i"]
+        after = space.config(moved)["O.split.i"]
+        assert after[i] > before[i] and after[j] < before[j]
+        assert all(after[n] == before[n] for n in range(4) if n not in (i, j))
+
+
+def test_awkward_extents_get_guarded_tilings():
+    """A prime extent still gets round inner tiles through ceil-divided, guarded splits."""
+    info = analyze(get_task("GMM", 7, 49, 3136))
+    space = generate(info, "llvm")
+    split_i = next(knob for knob in space.knobs if knob.name == "O.split.i")
+    assert (1, 1, 1, 8) in split_i.values  # 7 -> one vector of 8 lanes with a guard
+    guarded = [v for v in split_i.values if math.prod(v) != 7]
+    assert guarded and all(v[0] == -(-7 // math.prod(v[1:])) for v in guarded)
+    point = space.point(Config.from_dict({**space.config(space.random_point(1)).to_dict(),
+                                          "O.split.i": [1, 1, 1, 8]}))
+    state = check_point(space, point)
+    assert any(loop.guarded for loop in state.stages["O"].loops)
+
+
+@pytest.mark.parametrize("name, args", [("C2D", (1, 64, 56, 56, 128, 3, 1, 1)), ("GMM", (512, 512, 512)),
+                                        ("C3D", (1, 32, 8, 28, 28, 32, 3, 1, 1))])
+def test_gpu_points_respect_threads_and_shared_memory(name, args):
+    info = analyze(get_task(name, *args))
+    target = get_target("cuda")
+    space = generate(info, target)
+    node = info.nodes[-1]
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        config = space.config(space.random_point(rng))
+        splits = {loop.name: config.get(f"{node.name}.split.{loop.name}", (loop.extent,) * 1)
+                  for loop in node.loops}
+        threads = math.prod(splits[loop.name][2] for loop in node.spatial if loop.extent > 1)
+        assert threads <= target.max_threads_per_block
+        tiles = {loop.name: math.prod(splits[loop.name][1:]) for loop in node.spatial if loop.extent > 1}
+        tiles.update({loop.name: math.prod(splits[loop.name][1:]) for loop in node.reduce if loop.extent > 1})
+        assert reads_footprint(info, node, tiles) * 4 <= target.max_shared_memory_bytes
+
+
+def test_fpga_points_fit_the_dsp_slices():
+    info = analyze(get_task("C2D", 1, 64, 56, 56, 64, 3, 1, 1))
+    target = get_target("fpga")
+    space = generate(info, target)
+    rng = np.random.default_rng(0)
+    for _ in range(300):
+        config = space.config(space.random_point(rng))
+        pe = math.prod(config.get(f"O.split.{loop.name}", (1, 1, 1))[2] for loop in info.node("O").loops)
+        assert pe * target.dsps_per_fma <= target.dsp_slices
+
+
+def test_encoding_is_fixed_length_and_normalised():
+    space = generate(analyze(get_task("C1D", 1, 8, 30, 4, 3, 1, 1)), "llvm")
+    rng = np.random.default_rng(2)
+    vectors = [space.encode(space.random_point(rng)) for _ in range(50)]
+    assert {v.shape for v in vectors} == {(space.encoding_length,)}
+    assert all(v.dtype == np.float32 and v.min() >= 0 and v.max() <= 1 for v in vectors)
+    assert len({v.tobytes() for v in vectors}) > 1
+
+
+def test_direction_indices_are_stable_and_named():
+    space_a = generate(analyze(get_task("GMM", 32, 32, 32)), "llvm")
+    space_b = generate(analyze(get_task("GMM", 32, 32, 32)), "llvm")
+    assert space_a.directions == space_b.directions
+    assert [space_a.direction_name(d) for d in range(space_a.num_directions)] == \
+           [space_b.direction_name(d) for d in range(space_b.num_directions)]
+    assert space_a.direction_name(0) == "O.split.i(0, 1)"
+
+
+def test_bad_points_and_configs_are_refused_by_name():
+    space = generate(analyze(get_task("GMM", 8, 8, 8)), "llvm")
+    with pytest.raises(SpaceError, match="has 8 indices"):
+        space.config((0,))
+    with pytest.raises(SpaceError, match="knob 'O.split.i'"):
+        space.config((10**6,) + (0,) * (space.num_knobs - 1))
+    with pytest.raises(SpaceError, match="no value for knob"):
+        space.point(Config((("O.split.i", (8, 1, 1, 1)),)))
+    bad = {**space.config(space.random_point(0)).to_dict(), "O.split.i": [3, 3, 1, 1]}
+    with pytest.raises(SpaceError, match="O.split.i"):
+        space.point(Config.from_dict(bad))
+
+
+# Operators that are not in the library: the generator needs only their analysis.
+
+def matmul_relu(n):
+    A, B = fs.placeholder((n, n), name="A"), fs.placeholder((n, n), name="B")
+    k = fs.reduce_axis(n, "k")
+    M = fs.compute((n, n), lambda i, j: fs.sum(A[i, k] * B[k, j], axis=k), name="M")
+    return fs.compute((n, n), lambda i, j: fs.max(M[i, j], 0.0), name="R")
+
+
+def softmax_rows(n, m):
+    X = fs.placeholder((n, m), name="X")
+    j = fs.reduce_axis(m, "j")
+    row_max = fs.compute((n,), lambda i: fs.max(X[i, j], axis=j), name="row_max")
+    E = fs.compute((n, m), lambda i, c: fs.exp(X[i, c] - row_max[i]), name="E")
+    q = fs.reduce_axis(m, "q")
+    total = fs.compute((n,), lambda i: fs.sum(E[i, q], axis=q), name="total")
+    return fs.compute((n, m), lambda i, c: E[i, c] / total[i], name="S")
+
+
+def stencil(n):
+    X = fs.placeholder((n, n), name="X")
+    return fs.compute((n - 2, n - 2), lambda i, j: (X[i, j + 1] + X[i + 2, j + 1] + X[i + 1, j]
+                                                    + X[i + 1, j + 2]) * 0.25, name="S")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("build", [lambda: matmul_relu(24), lambda: softmax_rows(12, 20), lambda: stencil(17)],
+                         ids=["matmul_relu", "softmax", "stencil"])
+def test_operators_outside_the_library(build, target):
+    info = analyze(build())
+    space = generate(info, target)
+    rng = np.random.default_rng(5)
+    for _ in range(60):
+        check_point(space, space.random_point(rng))
+
+
+def test_reduction_producer_may_be_computed_at_its_consumer_on_the_cpu():
+    info = analyze(matmul_relu(16))
+    space = generate(info, "llvm")
+    attach = next(knob for knob in space.knobs if knob.name == "M.attach")
+    assert attach.values == ("root", "at")  # a reduction cannot be inlined
+    config = {**space.config(space.random_point(0)).to_dict(), "M.attach": "at"}
+    state = check_point(space, space.point(Config.from_dict(config)))
+    assert state.stages["M"].attach == "at" and state.stages["M"].attach_to[0] == "R"
+
+
+def test_an_illegal_hand_edit_of_a_generated_schedule_is_refused():
+    """The legality checks also guard schedules that did not come from a space."""
+    space = generate(analyze(get_task("GMM", 16, 16, 16)), "llvm")
+    schedule = space.schedule(space.random_point(0))
+    data = json.loads(schedule.to_json())
+    data[0]["factors"] = [5, 5, 1, 1]
+    with pytest.raises(ScheduleError, match="ceil"):
+        type(schedule).from_json(json.dumps(data)).apply(space.info)
