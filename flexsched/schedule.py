@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import dataclasses
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import ClassVar
 
@@ -92,9 +93,16 @@ class ScheduleState:
         return stage
 
     def apply(self, step):
+        """Apply one step; every step checks all it needs before changing anything, so a
+        refused step leaves the state as it was."""
         step.apply(self)
         self.steps.append(step)
         return self
+
+    def attached_at(self, stage_name, loop=None):
+        """Stages computed at a loop of stage_name (any loop when loop is None)."""
+        return [other.name for other in self.stages.values() if other.attach == "at"
+                and other.attach_to[0] == stage_name and (loop is None or other.attach_to[1] == loop)]
 
     def describe(self):
         """The loop nests as text, one stage per paragraph (for people reading a schedule)."""
@@ -134,6 +142,10 @@ class Step:
         return {"kind": self.kind, **{k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}}
 
 
+def _is_count(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _check_annotatable(stage, position, step):
     loop = stage.loops[position]
     if loop.annotation:
@@ -142,12 +154,21 @@ def _check_annotatable(stage, position, step):
     return loop
 
 
-def _check_nest(stage, step):
-    """Invariants over a whole nest, re-checked after every step that changes it."""
-    annotations = [loop.annotation for loop in stage.loops]
+def _check_not_anchor(state, stage, loops, step):
+    """Loops that other stages are computed at cannot be split or fused away."""
+    for loop in loops:
+        attached = state.attached_at(stage.name, loop)
+        if attached:
+            raise ScheduleError(f"{step.label()}: '{attached[0]}' is computed at loop '{loop}' of node "
+                                f"'{stage.name}'; transform the loop before compute_at")
+
+
+def _check_nest(stage, loops, step):
+    """Invariants over a whole candidate nest, checked before a step that changes it commits."""
+    annotations = [loop.annotation for loop in loops]
     vectorized = [p for p, a in enumerate(annotations) if a == "vectorize"]
-    if vectorized and vectorized[0] != len(stage.loops) - 1:
-        raise ScheduleError(f"{step.label()}: vectorized loop '{stage.loops[vectorized[0]].name}' of node "
+    if vectorized and vectorized[0] != len(loops) - 1:
+        raise ScheduleError(f"{step.label()}: vectorized loop '{loops[vectorized[0]].name}' of node "
                             f"'{stage.name}' must stay innermost")
     rank = {"blockIdx": 0, "vthread": 1, "threadIdx": 2}
     bound = [rank[a.split(".")[0]] for a in annotations if a in THREAD_AXES]
@@ -170,8 +191,9 @@ class Split(Step):
         stage = state.stage(self.node, self.label())
         position = stage.loop_index(self.loop, self.label())
         loop = _check_annotatable(stage, position, self)
+        _check_not_anchor(state, stage, [loop.name], self)
         factors = tuple(self.factors)
-        if len(factors) < 2 or any(not isinstance(f, int) or isinstance(f, bool) or f < 1 for f in factors):
+        if len(factors) < 2 or any(not _is_count(f) or f < 1 for f in factors):
             raise ScheduleError(f"{self.label()}: factors must be two or more positive integers, got "
                                 f"{list(factors)}")
         inner = math.prod(factors[1:])
@@ -203,9 +225,11 @@ class Reorder(Step):
             raise ScheduleError(f"{self.label()}: a loop is listed twice in {list(self.order)}")
         positions = sorted(stage.loop_index(name, self.label()) for name in self.order)
         by_name = {loop.name: loop for loop in stage.loops}
+        loops = list(stage.loops)
         for position, name in zip(positions, self.order):
-            stage.loops[position] = by_name[name]
-        _check_nest(stage, self)
+            loops[position] = by_name[name]
+        _check_nest(stage, loops, self)
+        stage.loops = loops
 
 
 @_step
@@ -225,6 +249,7 @@ class Fuse(Step):
             raise ScheduleError(f"{self.label()}: loops {list(self.loops)} of node '{stage.name}' are not "
                                 "adjacent in this order")
         parts = [_check_annotatable(stage, p, self) for p in positions]
+        _check_not_anchor(state, stage, self.loops, self)
         if len({loop.kind for loop in parts}) != 1:
             raise ScheduleError(f"{self.label()}: cannot fuse spatial and reduce loops {list(self.loops)} of "
                                 f"node '{stage.name}'")
@@ -247,8 +272,14 @@ class _Annotation(Step):
         position = stage.loop_index(self.loop, self.label())
         loop = _check_annotatable(stage, position, self)
         self.check(stage, position, loop)
-        stage.loops[position] = replace(loop, annotation=self.tag())
-        _check_nest(stage, self)
+        loops = list(stage.loops)
+        loops[position] = replace(loop, annotation=self.tag())
+        _check_nest(stage, loops, self)
+        stage.loops = loops
+        self.record(stage, loop)
+
+    def record(self, stage, loop):
+        """Anything beyond the tag that the stage keeps (after every check passed)."""
 
     def tag(self):
         return self.annotation
@@ -330,9 +361,11 @@ class Pipeline(_Annotation):
     initiation_interval: int = 1
 
     def check(self, stage, position, loop):
-        if not isinstance(self.initiation_interval, int) or self.initiation_interval < 1:
+        if not _is_count(self.initiation_interval) or self.initiation_interval < 1:
             raise ScheduleError(f"{self.label()}: initiation_interval must be a positive integer, got "
                                 f"{self.initiation_interval!r}")
+
+    def record(self, stage, loop):
         stage.pipeline_ii[loop.name] = self.initiation_interval
 
 
@@ -351,6 +384,10 @@ class ComputeInline(Step):
             raise ScheduleError(f"{self.label()}: node '{stage.name}' has reduce loops and cannot be inlined")
         if stage.relations or any(loop.annotation for loop in stage.loops) or stage.scope != "global":
             raise ScheduleError(f"{self.label()}: node '{stage.name}' is already scheduled; inline it first")
+        attached = state.attached_at(stage.name)
+        if attached:
+            raise ScheduleError(f"{self.label()}: '{attached[0]}' is computed at node '{stage.name}', "
+                                "which would have no loops once inlined")
         stage.attach = "inline"
         # Its consumers now read what it read, and its producers feed those consumers.
         for consumer in stage.consumers:
@@ -378,7 +415,7 @@ class ComputeAt(Step):
         consumer = state.stage(self.consumer, self.label())
         if stage.is_output and not stage.cache_of:
             raise ScheduleError(f"{self.label()}: node '{stage.name}' is an output and is computed at root")
-        if stage.name not in consumer.reads and consumer.name != stage.cache_of:
+        if stage.name not in consumer.reads:
             raise ScheduleError(f"{self.label()}: node '{consumer.name}' does not read '{stage.name}'")
         consumer.loop_index(self.loop, self.label())
         stage.attach, stage.attach_to = "at", (consumer.name, self.loop)
@@ -413,10 +450,11 @@ class CacheRead(Step):
         if not self.readers:
             raise ScheduleError(f"{self.label()}: name at least one reader of '{self.tensor}'")
         shape = state.tensor_shapes[self.tensor]
-        for reader in self.readers:
-            stage = state.stage(reader, self.label())
+        readers = [state.stage(reader, self.label()) for reader in self.readers]
+        for stage in readers:
             if self.tensor not in stage.reads:
-                raise ScheduleError(f"{self.label()}: node '{reader}' does not read '{self.tensor}'")
+                raise ScheduleError(f"{self.label()}: node '{stage.name}' does not read '{self.tensor}'")
+        for stage in readers:
             stage.reads[stage.reads.index(self.tensor)] = name
         loops = [LoopState(f"{name}.ax{d}", extent, "spatial") for d, extent in enumerate(shape)]
         state.stages[name] = Stage(name, loops, [self.tensor], list(self.readers), shape, False,
@@ -443,6 +481,10 @@ class CacheWrite(Step):
         if stage.relations or any(loop.annotation for loop in stage.loops):
             raise ScheduleError(f"{self.label()}: cache_write on node '{stage.name}' must come before its "
                                 "loops are scheduled")
+        attached = state.attached_at(stage.name)
+        if attached:
+            raise ScheduleError(f"{self.label()}: '{attached[0]}' is computed at a loop of node "
+                                f"'{stage.name}'; cache_write must come before compute_at")
         name = f"{stage.name}.{self.scope}"
         if name in state.stages:
             raise ScheduleError(f"{self.label()}: node '{stage.name}' already has a {self.scope} cache")
@@ -495,9 +537,9 @@ class Partition(Step):
         if self.tensor not in stage.reads and self.tensor != stage.name:
             raise ScheduleError(f"{self.label()}: node '{stage.name}' does not access '{self.tensor}'")
         shape = state.tensor_shapes[self.tensor]
-        if not isinstance(self.dim, int) or not 0 <= self.dim < len(shape):
+        if not _is_count(self.dim) or not 0 <= self.dim < len(shape):
             raise ScheduleError(f"{self.label()}: tensor '{self.tensor}' has no dimension {self.dim}")
-        if not isinstance(self.factor, int) or not 1 <= self.factor <= shape[self.dim]:
+        if not _is_count(self.factor) or not 1 <= self.factor <= shape[self.dim]:
             raise ScheduleError(f"{self.label()}: factor {self.factor} for dimension {self.dim} of "
                                 f"'{self.tensor}' must lie in 1..{shape[self.dim]}")
         stage.partitions.append((self.tensor, self.dim, self.factor))
@@ -516,6 +558,9 @@ def step_from_dict(data):
     unknown = set(data) - names
     if unknown:
         raise ScheduleError(f"step '{kind}': unknown field(s) {', '.join(sorted(unknown))}")
+    missing = [f.name for f in fields(cls) if f.name not in data and f.default is dataclasses.MISSING]
+    if missing:
+        raise ScheduleError(f"step '{kind}': missing field(s) {', '.join(missing)}")
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})
 
 
