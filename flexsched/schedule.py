@@ -260,9 +260,7 @@ class Fuse(Step):
 
 
 class _Annotation(Step):
-    """A step that tags one loop; subclasses say which tag and what else it requires."""
-
-    annotation: ClassVar[str] = ""
+    """A step that tags one loop with its kind; subclasses say what else it requires."""
 
     def check(self, stage, position, loop):
         """Extra legality of this annotation on this loop."""
@@ -282,13 +280,12 @@ class _Annotation(Step):
         """Anything beyond the tag that the stage keeps (after every check passed)."""
 
     def tag(self):
-        return self.annotation
+        return self.kind
 
 
 @_step
 class Unroll(_Annotation):
     kind: ClassVar[str] = "unroll"
-    annotation: ClassVar[str] = "unroll"
     node: str
     loop: str
 
@@ -300,7 +297,6 @@ class Unroll(_Annotation):
 @_step
 class Vectorize(_Annotation):
     kind: ClassVar[str] = "vectorize"
-    annotation: ClassVar[str] = "vectorize"
     node: str
     loop: str
 
@@ -317,7 +313,6 @@ class Vectorize(_Annotation):
 @_step
 class Parallel(_Annotation):
     kind: ClassVar[str] = "parallel"
-    annotation: ClassVar[str] = "parallel"
     node: str
     loop: str
 
@@ -355,7 +350,6 @@ class Pipeline(_Annotation):
     """FPGA: pipeline a loop with an initiation interval (cycles between iterations)."""
 
     kind: ClassVar[str] = "pipeline"
-    annotation: ClassVar[str] = "pipeline"
     node: str
     loop: str
     initiation_interval: int = 1

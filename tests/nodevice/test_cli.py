@@ -108,3 +108,18 @@ def test_space_unknown_target_is_one_line_with_choices(capsys):
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1
     assert "unknown target 'tpu'; choose one of llvm, cuda, fpga" in err
+
+
+SMALL_ARGS = {"GMV": "16 8", "GMM": "8 8 8", "BIL": "4 4 4 4", "C1D": "1 4 12 4 3 1 1", "T1D": "1 4 6 4 3 2 1",
+              "C2D": "1 4 8 8 4 3 1 1", "T2D": "1 4 4 4 4 2 2 0", "C3D": "1 2 4 4 4 2 3 1 1",
+              "T3D": "1 2 3 3 3 2 2 2 0", "GRP": "1 4 8 8 4 3 1 1 2", "DEP": "1 4 8 8 2 3 1 1",
+              "DIL": "1 4 9 9 4 3 1 2 2", "BCM": "16 8 4", "SHO": "1 6 6 12 3"}
+
+
+@pytest.mark.parametrize("target", ["llvm", "cuda", "fpga"])
+def test_space_sizes_for_every_library_operator(target):
+    assert set(SMALL_ARGS) == LIBRARY
+    for name, args in SMALL_ARGS.items():
+        status, text = run("space", name, *args.split(), "--target", target, "--json")
+        assert status == 0, name
+        assert json.loads(text)["size"] >= 1
