@@ -203,8 +203,20 @@ def _is_int_const(expr, value):
     return isinstance(expr, Const) and expr.value == value and not isinstance(expr.value, bool)
 
 
+_FOLD = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
+         "//": lambda x, y: x // y, "%": lambda x, y: x % y}
+
+
 def _integer_identity(op, a, b):
-    """x + 0, x - 0, x * 1, 1 * x and x // 1 are x: keeps generated index arithmetic readable."""
+    """Constant-fold integer arithmetic and drop x + 0, x - 0, x * 1, x // 1, x * 0 and x % 1:
+    keeps generated index arithmetic readable."""
+    both_const = isinstance(a, Const) and isinstance(b, Const)
+    if both_const and op in _FOLD and not (op in ("//", "%") and b.value == 0):
+        return Const(_FOLD[op](a.value, b.value), dtypes.promote(a.dtype, b.dtype))
+    if op == "*" and (_is_int_const(a, 0) or _is_int_const(b, 0)):
+        return Const(0, dtypes.promote(a.dtype, b.dtype))
+    if op == "%" and _is_int_const(b, 1):
+        return Const(0, dtypes.promote(a.dtype, b.dtype))
     if op in ("+", "-", "//") and _is_int_const(b, 0 if op != "//" else 1):
         return a
     if op == "+" and _is_int_const(a, 0):

@@ -1,0 +1,141 @@
+"""The loop IR between lowering and the back ends: loops with a kind, stores, guards,
+allocations and barriers, over buffers with a scope.
+
+Expressions are the DSL's own nodes (flexsched.expr): loop variables are IterVars of kind
+"loop", and a Load reads a Buffer by multi-dimensional indices. Statements are frozen values.
+The IR already carries what the GPU back end needs (thread-bound loops, shared buffers,
+barriers), even where only the CPU back end consumes it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from flexsched.expr import IterVar, format_expr
+
+LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled",
+              "blockIdx.x", "blockIdx.y", "blockIdx.z", "vthread", "threadIdx.x", "threadIdx.y", "threadIdx.z")
+SCOPES = ("global", "local", "shared")
+
+
+@dataclass(frozen=True, eq=False)
+class Buffer:
+    """A row-major array: a kernel argument (global) or scratch memory (local, shared)."""
+
+    name: str
+    shape: tuple
+    dtype: str
+    scope: str = "global"
+
+    @property
+    def size(self):
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    def __repr__(self):
+        return f"Buffer({self.name!r}, {self.shape}, {self.dtype!r}, {self.scope!r})"
+
+
+def loop_var(name, extent):
+    """A fresh loop variable."""
+    return IterVar(name, extent, "loop", "int64")
+
+
+class Stmt:
+    """Base of statements."""
+
+    __slots__ = ()
+
+    def __str__(self):
+        return "\n".join(format_stmt(self))
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class For(Stmt):
+    var: IterVar
+    extent: int
+    kind: str   # one of LOOP_KINDS
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Seq(Stmt):
+    stmts: tuple
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Store(Stmt):
+    buffer: Buffer
+    indices: tuple
+    value: object   # an Expr
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class IfThenElse(Stmt):
+    cond: object    # a boolean Expr
+    then_body: Stmt
+    else_body: Stmt | None = None
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Allocate(Stmt):
+    """Scratch memory live during body (per thread on a CPU, per block when shared on a GPU)."""
+
+    buffer: Buffer
+    body: Stmt
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Barrier(Stmt):
+    """GPU: all threads of a block wait here (around shared-memory refills)."""
+
+
+@dataclass(frozen=True, eq=False)
+class PrimFunc:
+    """A kernel: global buffers in argument order (inputs, then outputs) and a body."""
+
+    name: str
+    params: tuple
+    body: Stmt
+
+    def __str__(self):
+        args = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in self.params)
+        return "\n".join([f"def {self.name}({args}):", *("  " + line for line in format_stmt(self.body))])
+
+
+def seq(*stmts):
+    """A statement from parts, flattening nested Seqs and dropping Nones."""
+    flat = []
+    for stmt in stmts:
+        if stmt is None:
+            continue
+        flat.extend(stmt.stmts if isinstance(stmt, Seq) else (stmt,))
+    return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def format_stmt(stmt, indent=""):
+    """Readable lines of a statement, as users read a lowered schedule."""
+    if isinstance(stmt, For):
+        tag = "" if stmt.kind == "serial" else f"  # {stmt.kind}"
+        return [f"{indent}for {stmt.var.name} in range({stmt.extent}):{tag}",
+                *format_stmt(stmt.body, indent + "  ")]
+    if isinstance(stmt, Seq):
+        return [line for part in stmt.stmts for line in format_stmt(part, indent)]
+    if isinstance(stmt, Store):
+        index = ", ".join(format_expr(i) for i in stmt.indices)
+        return [f"{indent}{stmt.buffer.name}[{index}] = {format_expr(stmt.value)}"]
+    if isinstance(stmt, IfThenElse):
+        lines = [f"{indent}if {format_expr(stmt.cond)}:", *format_stmt(stmt.then_body, indent + "  ")]
+        if stmt.else_body is not None:
+            lines += [f"{indent}else:", *format_stmt(stmt.else_body, indent + "  ")]
+        return lines
+    if isinstance(stmt, Allocate):
+        b = stmt.buffer
+        return [f"{indent}{b.name} = alloc_{b.scope}({b.dtype}{list(b.shape)})", *format_stmt(stmt.body, indent)]
+    if isinstance(stmt, Barrier):
+        return [f"{indent}barrier()"]
+    raise TypeError(f"not a statement: {stmt!r}")
