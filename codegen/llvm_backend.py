@@ -1,0 +1,963 @@
+"""The CPU back end: loop IR -> LLVM IR (llvmlite) -> native code for this host (MCJIT).
+
+Each top-level statement of a kernel is a segment, compiled to
+`void seg_k(i64 begin, i64 end, ptr buffers)`, where buffers holds one pointer per
+PrimFunc parameter. A segment whose outermost loop is parallel runs iterations
+[begin, end) of that loop, and the host spreads contiguous chunks over a thread pool;
+any other segment runs once with (0, 1). seg_k forwards the pointers to an internal
+function that takes them as noalias parameters, which is what lets LLVM vectorise and
+reorder freely; CompiledFunc refuses arguments whose memory overlaps a written one.
+
+Vectorized loops become one body over <lanes x type> values when every lane provably
+touches its own elements; otherwise they run lane by lane (see CompiledFunc.fallbacks).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import functools
+import numbers
+import threading
+
+import llvmlite.binding as llvm
+import llvmlite.ir as ir
+import numpy as np
+
+from codegen import runtime
+from codegen.ir import Allocate, Barrier, For, IfThenElse, LOOP_KINDS, PrimFunc, Seq, Store
+from flexsched import dtypes
+from flexsched.errors import EvaluationError, FlexschedError
+from flexsched.expr import (Binary, Call, Cast, Compare, Const, IterVar, Load, Logical, Select, as_expr, children,
+                            walk)
+
+CPU_LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
+GPU_LOOP_KINDS = tuple(kind for kind in LOOP_KINDS if kind not in CPU_LOOP_KINDS)
+MAX_STACK_BYTES = 16 * 1024     # larger scratch buffers come from malloc
+MAX_VECTOR_LANES = 64
+
+_I1, _I32, _I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
+_PTR = ir.PointerType()
+_SCALAR_TYPES = {"float32": ir.FloatType(), "float64": ir.DoubleType(),
+                 "int32": _I32, "int64": _I64, "bool": _I1}
+_DTYPE_OF_TYPE = {"float": "float32", "double": "float64", "i32": "int32", "i64": "int64", "i1": "bool"}
+_ITEM_SIZES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
+_BITS = {"float32": 32, "float64": 64, "int32": 32, "int64": 64, "bool": 1}
+_FLOAT_MATH = ("exp", "log", "sqrt")
+_CONTRACT = ("contract",)   # lets a multiply feeding an add fuse to an FMA, and nothing more
+_SEGMENT_PROTOTYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+
+
+class CodegenError(FlexschedError, ValueError):
+    """The loop IR holds something the CPU back end cannot compile."""
+
+
+# ---------------------------------------------------------------- types
+
+def _llvm_type(dtype, lanes=None):
+    """The LLVM type of a dtype, as a vector when lanes is given."""
+    scalar = _SCALAR_TYPES[dtype]
+    return scalar if lanes is None else ir.VectorType(scalar, lanes)
+
+
+def _lanes(value):
+    """How many lanes a value has, None for a scalar."""
+    return value.type.count if isinstance(value.type, ir.VectorType) else None
+
+
+def _dtype_of(value):
+    """The dtype of a scalar value or of each lane of a vector."""
+    element = value.type.element if isinstance(value.type, ir.VectorType) else value.type
+    return _DTYPE_OF_TYPE[str(element)]
+
+
+def _intrinsic_suffix(type_):
+    """The overload suffix LLVM names intrinsics by (f32, v8f64, ...)."""
+    if isinstance(type_, ir.VectorType):
+        return f"v{type_.count}{_intrinsic_suffix(type_.element)}"
+    return {"float": "f32", "double": "f64"}[str(type_)]
+
+
+def _int64(number):
+    return ir.Constant(_I64, number)
+
+
+def _constant_like(value, number):
+    """number as a constant of value's type (splatted over its lanes)."""
+    lanes = _lanes(value)
+    element = _llvm_type(_dtype_of(value))
+    return ir.Constant(element, number) if lanes is None else ir.Constant(value.type, [number] * lanes)
+
+
+# ---------------------------------------------------------------- analysis of the loop IR
+
+def _segments(body):
+    """The top-level statements of a kernel body, which run one after another."""
+    return list(body.stmts) if isinstance(body, Seq) else [body]
+
+
+def _statements(stmt):
+    """Every statement under stmt, stmt first."""
+    yield stmt
+    if isinstance(stmt, Seq):
+        for part in stmt.stmts:
+            yield from _statements(part)
+    elif isinstance(stmt, (For, Allocate)):
+        yield from _statements(stmt.body)
+    elif isinstance(stmt, IfThenElse):
+        yield from _statements(stmt.then_body)
+        if stmt.else_body is not None:
+            yield from _statements(stmt.else_body)
+
+
+def _flat_statements(stmt):
+    """The statements of a (possibly nested) Seq, in order."""
+    return [part for inner in stmt.stmts for part in _flat_statements(inner)] if isinstance(stmt, Seq) else [stmt]
+
+
+def _outlined_loop(segment):
+    """The parallel loop a segment spreads over threads, looking through its scratch allocations."""
+    stmt = segment
+    while isinstance(stmt, Allocate):
+        stmt = stmt.body
+    return stmt if isinstance(stmt, For) and stmt.kind == "parallel" else None
+
+
+def _check_loops(body):
+    """Fail early, naming the loop, on loops a CPU cannot run."""
+    for stmt in _statements(body):
+        if not isinstance(stmt, For):
+            continue
+        name = stmt.var.name
+        if stmt.kind in GPU_LOOP_KINDS:
+            raise CodegenError(f"loop '{name}' is bound to {stmt.kind}: the llvm back end runs no GPU kernels")
+        if stmt.kind not in CPU_LOOP_KINDS:
+            raise CodegenError(f"loop '{name}' has unknown kind {stmt.kind!r}; expected one of {', '.join(LOOP_KINDS)}")
+        if not isinstance(stmt.extent, numbers.Integral) or stmt.extent < 0:
+            raise CodegenError(f"loop '{name}' has extent {stmt.extent!r}; expected a non-negative int")
+
+
+def _written_buffers(body):
+    """The buffers some Store writes (their arguments must be writable and not shared)."""
+    return {stmt.buffer for stmt in _statements(body) if isinstance(stmt, Store)}
+
+
+def _indices(access):
+    """The indices of a Load or Store as expressions (lowering may leave plain ints)."""
+    return tuple(as_expr(index, "int64") for index in access.indices)
+
+
+def _stored_value(store):
+    return as_expr(store.value, store.buffer.dtype)
+
+
+def _check_indices(buffer, indices):
+    if len(indices) != buffer.ndim:
+        raise CodegenError(f"buffer '{buffer.name}' has {buffer.ndim} dimensions but is indexed with {len(indices)}")
+
+
+def _row_strides(shape):
+    """Elements between neighbours along each dimension of a row-major array."""
+    strides, step = [], 1
+    for extent in reversed(shape):
+        strides.append(step)
+        step *= extent
+    return strides[::-1]
+
+
+def _mentions(expr, var):
+    return any(node is var for node in walk(expr))
+
+
+def _affine_stride(expr, var):
+    """How far an index moves per step of var when it is affine in var with a constant step, else None."""
+    if not _mentions(expr, var):
+        return 0
+    if expr is var:
+        return 1
+    if isinstance(expr, Cast) and dtypes.is_int(expr.dtype) and dtypes.is_int(expr.value.dtype):
+        return _affine_stride(expr.value, var)
+    if not (isinstance(expr, Binary) and dtypes.is_int(expr.dtype)):
+        return None
+    if expr.op in ("+", "-"):
+        a, b = _affine_stride(expr.a, var), _affine_stride(expr.b, var)
+        if a is None or b is None:
+            return None
+        return a + b if expr.op == "+" else a - b
+    if expr.op == "*":
+        for factor, other in ((expr.a, expr.b), (expr.b, expr.a)):
+            if isinstance(factor, Const) and type(factor.value) is int:
+                step = _affine_stride(other, var)
+                return None if step is None else factor.value * step
+    return None
+
+
+def _flat_stride(buffer, indices, var):
+    """Elements between the accesses of neighbouring lanes, None when not a constant."""
+    total = 0
+    for index, step in zip(indices, _row_strides(buffer.shape)):
+        stride = _affine_stride(index, var)
+        if stride is None:
+            return None
+        total += stride * step
+    return total
+
+
+def _node_label(expr):
+    """What, besides its children, makes a node what it is."""
+    value = (type(expr.value), expr.value) if isinstance(expr, Const) else None
+    tensor = id(expr.tensor) if isinstance(expr, Load) else None
+    return (type(expr), getattr(expr, "op", None), getattr(expr, "func", None), expr.dtype, value, tensor)
+
+
+def _same_expr(a, b):
+    """Structural equality (loop variables and buffers by identity)."""
+    if a is b:
+        return True
+    if isinstance(a, IterVar) or _node_label(a) != _node_label(b):
+        return False
+    ca, cb = children(a), children(b)
+    return len(ca) == len(cb) and all(map(_same_expr, ca, cb))
+
+
+def _same_indices(a, b):
+    return len(a) == len(b) and all(map(_same_expr, a, b))
+
+
+def _loads_in_store(store):
+    return [node for root in (_stored_value(store), *_indices(store)) for node in walk(root) if isinstance(node, Load)]
+
+
+def _vectorize_blocker(loop):
+    """Why a vectorized loop must run lane by lane (None when one vector body computes the same).
+
+    One vector body runs each statement for all lanes before the next statement, so it is exact
+    only when every lane touches its own elements: each written buffer is stored at one index
+    that moves by a constant non-zero step per lane, and read (if at all) at that same index.
+    """
+    if loop.extent < 2:
+        return "it has a single lane"
+    if loop.extent > MAX_VECTOR_LANES:
+        return f"its {loop.extent} lanes exceed {MAX_VECTOR_LANES}"
+    stores = _flat_statements(loop.body)
+    for stmt in stores:
+        if not isinstance(stmt, Store):
+            return f"its body holds a {type(stmt).__name__}"
+    written = {}
+    for store in stores:
+        _check_indices(store.buffer, _indices(store))
+        if _flat_stride(store.buffer, _indices(store), loop.var) in (None, 0):
+            return f"the store to '{store.buffer.name}' does not move by a constant step per lane"
+        first = written.setdefault(store.buffer, _indices(store))
+        if not _same_indices(first, _indices(store)):
+            return f"'{store.buffer.name}' is stored at two different indices"
+    for store in stores:
+        for load in _loads_in_store(store):
+            if load.tensor in written and not _same_indices(_indices(load), written[load.tensor]):
+                return f"'{load.tensor.name}' is read at an index other than the one it is stored at"
+    return None
+
+
+# ---------------------------------------------------------------- LLVM module
+
+class _ModuleBuilder:
+    """The LLVM module of one PrimFunc: a body function and an entry point per segment."""
+
+    def __init__(self, func, triple, data_layout):
+        self.func = func
+        self.module = ir.Module(name=_signature(func))
+        self.module.triple = triple
+        self.module.data_layout = data_layout
+        self.segments = []      # (symbol, extent of its parallel loop or None)
+        self.fallbacks = {}     # vectorized loops that ran lane by lane, and why (ordered, no repeats)
+
+    def build(self):
+        """Emit every segment; return the module."""
+        for index, segment in enumerate(_segments(self.func.body)):
+            loop = _outlined_loop(segment)
+            body = self._body_function(index)
+            _FunctionEmitter(self, body, loop).emit(segment)
+            self._entry_function(index, body)
+            self.segments.append((f"seg_{index}", None if loop is None else loop.extent))
+        return self.module
+
+    def declare(self, name, return_type, arg_types):
+        """A function of the C library or an LLVM intrinsic, declared once."""
+        existing = self.module.globals.get(name)
+        if existing is not None:
+            return existing
+        return ir.Function(self.module, ir.FunctionType(return_type, arg_types), name=name)
+
+    def _body_function(self, index):
+        """The segment's code, taking each buffer as a noalias pointer parameter."""
+        params = self.func.params
+        signature = ir.FunctionType(ir.VoidType(), [_I64, _I64] + [_PTR] * len(params))
+        function = ir.Function(self.module, signature, name=f"seg_{index}_body")
+        function.linkage = "internal"
+        function.attributes.add("nounwind")
+        function.args[0].name, function.args[1].name = "begin", "end"
+        for arg, buffer in zip(function.args[2:], params):
+            arg.name = buffer.name
+            arg.add_attribute("noalias")
+        return function
+
+    def _entry_function(self, index, body):
+        """seg_k(begin, end, buffers): unpacks the pointer table the host passes and calls the body."""
+        signature = ir.FunctionType(ir.VoidType(), [_I64, _I64, _PTR])
+        function = ir.Function(self.module, signature, name=f"seg_{index}")
+        function.attributes.add("nounwind")
+        begin, end, table = function.args
+        begin.name, end.name, table.name = "begin", "end", "buffers"
+        builder = ir.IRBuilder(function.append_basic_block("entry"))
+        pointers = []
+        for position, buffer in enumerate(self.func.params):
+            slot = builder.gep(table, [_int64(position)], inbounds=True, source_etype=_PTR)
+            pointers.append(builder.load(slot, name=buffer.name, align=8, typ=_PTR))
+        builder.call(body, [begin, end, *pointers])
+        builder.ret_void()
+
+
+def _signature(func):
+    """The kernel's name and parameters, which name the module so that the IR text identifies them."""
+    params = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in func.params)
+    return f"{func.name}({params})"
+
+
+class _FunctionEmitter:
+    """Emits one segment's statements and expressions into its body function."""
+
+    def __init__(self, module_builder, function, outlined_loop):
+        self.mb = module_builder
+        self.outlined_loop = outlined_loop
+        self.entry = ir.IRBuilder(function.append_basic_block("entry"))   # allocations only
+        self.body_block = function.append_basic_block("body")
+        self.builder = ir.IRBuilder(self.body_block)
+        begin, end, *pointers = function.args
+        self.bounds = (begin, end)
+        self.pointers = dict(zip(module_builder.func.params, pointers))
+        self.env = {}           # id(loop variable) -> its value
+        self.vector = None      # (variable, lanes) while emitting the one body of a vectorized loop
+        self.heap = []          # malloc'ed scratch, freed on return
+
+    def emit(self, segment):
+        """The whole body function: the segment, then freeing scratch, then return."""
+        self.stmt(segment)
+        free = self.mb.declare("free", ir.VoidType(), [_PTR])
+        for pointer in self.heap:
+            self.builder.call(free, [pointer])
+        self.builder.ret_void()
+        self.entry.branch(self.body_block)
+
+    # ------------------------------------------------------------ statements
+
+    def stmt(self, stmt):
+        """Emit one statement at the builder's position."""
+        if isinstance(stmt, Seq):
+            for part in stmt.stmts:
+                self.stmt(part)
+        elif isinstance(stmt, For):
+            self._for(stmt)
+        elif isinstance(stmt, Store):
+            self._store(stmt)
+        elif isinstance(stmt, IfThenElse):
+            self._if(stmt)
+        elif isinstance(stmt, Allocate):
+            self._allocate(stmt)
+        elif isinstance(stmt, Barrier):
+            pass    # one CPU thread runs a whole block in order, so there is nobody to wait for
+        else:
+            raise CodegenError(f"not a statement: {stmt!r}")
+
+    def _for(self, loop):
+        if loop is self.outlined_loop:
+            self._serial_loop(loop.var, *self.bounds, loop.body)
+        elif loop.kind == "unrolled":
+            self._unrolled(loop)
+        elif loop.kind == "vectorized":
+            self._vectorized(loop)
+        else:
+            self._serial_loop(loop.var, _int64(0), _int64(loop.extent), loop.body)
+
+    def _serial_loop(self, var, begin, end, body):
+        """A counted loop; the counter is a phi, so no stack slot is needed."""
+        builder = self.builder
+        preheader = builder.block
+        head = builder.append_basic_block(f"{var.name}.head")
+        loop_body = builder.append_basic_block(f"{var.name}.body")
+        exit_block = builder.append_basic_block(f"{var.name}.exit")
+        builder.branch(head)
+        builder.position_at_end(head)
+        counter = builder.phi(_I64, name=var.name)
+        counter.add_incoming(begin, preheader)
+        builder.cbranch(builder.icmp_signed("<", counter, end), loop_body, exit_block)
+        builder.position_at_end(loop_body)
+        with self._bound(var, counter):
+            self.stmt(body)
+        counter.add_incoming(builder.add(counter, _int64(1)), builder.block)
+        builder.branch(head)
+        builder.position_at_end(exit_block)
+
+    def _unrolled(self, loop):
+        for step in range(loop.extent):
+            with self._bound(loop.var, _int64(step)):
+                self.stmt(loop.body)
+
+    def _vectorized(self, loop):
+        reason = _vectorize_blocker(loop)
+        if reason is None:
+            lanes = loop.extent
+            with self._vector_mode(loop.var, lanes):
+                self.stmt(loop.body)
+            return
+        how = "unrolled lane by lane" if loop.extent <= MAX_VECTOR_LANES else "as a serial loop"
+        self.mb.fallbacks[f"vectorized loop '{loop.var.name}' runs {how}: {reason}"] = None
+        if loop.extent <= MAX_VECTOR_LANES:
+            self._unrolled(loop)
+        else:
+            self._serial_loop(loop.var, _int64(0), _int64(loop.extent), loop.body)
+
+    def _if(self, stmt):
+        cond = self.expr(stmt.cond)
+        if stmt.else_body is None:
+            with self.builder.if_then(cond):
+                self.stmt(stmt.then_body)
+            return
+        with self.builder.if_else(cond) as (then, otherwise):
+            with then:
+                self.stmt(stmt.then_body)
+            with otherwise:
+                self.stmt(stmt.else_body)
+
+    def _allocate(self, stmt):
+        """Scratch for the body, made once per call of this function (so once per thread chunk)."""
+        buffer = stmt.buffer
+        nbytes = buffer.size * _ITEM_SIZES[buffer.dtype]
+        if nbytes <= MAX_STACK_BYTES:
+            pointer = self.entry.alloca(ir.ArrayType(_llvm_type(buffer.dtype), buffer.size), name=buffer.name)
+            pointer.type = _PTR     # llvmlite gives allocas a typed pointer, which refuses vector stores
+        else:
+            malloc = self.mb.declare("malloc", _PTR, [_I64])
+            pointer = self.entry.call(malloc, [_int64(nbytes)], name=buffer.name)
+            self.heap.append(pointer)
+        previous = self.pointers.get(buffer)
+        self.pointers[buffer] = pointer
+        self.stmt(stmt.body)
+        if previous is None:
+            del self.pointers[buffer]
+        else:
+            self.pointers[buffer] = previous
+
+    def _store(self, store):
+        buffer = store.buffer
+        _check_indices(buffer, _indices(store))
+        pointer = self._pointer_of(buffer)
+        value = self._convert(self.expr(_stored_value(store)), buffer.dtype)
+        align = _ITEM_SIZES[buffer.dtype]
+        if self.vector is None:
+            flat = self._flat_index(buffer, _indices(store))
+            self.builder.store(value, self._address(buffer, pointer, flat), align=align)
+            return
+        var, lanes = self.vector
+        stride = _flat_stride(buffer, _indices(store), var)     # a non-zero int: _vectorize_blocker said so
+        base = self._lane_zero_index(buffer, _indices(store))
+        if stride == 1:
+            self.builder.store(self._broadcast(value, lanes), self._address(buffer, pointer, base), align=align)
+            return
+        for lane in range(lanes):
+            flat = self.builder.add(base, _int64(lane * stride))
+            self.builder.store(self._lane(value, lane), self._address(buffer, pointer, flat), align=align)
+
+    # ------------------------------------------------------------ scopes
+
+    @contextlib.contextmanager
+    def _bound(self, var, value):
+        """var has value inside the block (loop variables may be rebound by unrolling)."""
+        key = id(var)
+        previous = self.env.get(key)
+        self.env[key] = value
+        try:
+            yield
+        finally:
+            if previous is None:
+                del self.env[key]
+            else:
+                self.env[key] = previous
+
+    @contextlib.contextmanager
+    def _vector_mode(self, var, lanes):
+        """Inside, var is the vector <0, 1, ..., lanes-1> and expressions may be vectors."""
+        lane_numbers = ir.Constant(ir.VectorType(_I64, lanes), list(range(lanes)))
+        outer, self.vector = self.vector, (var, lanes)
+        try:
+            with self._bound(var, lane_numbers):
+                yield
+        finally:
+            self.vector = outer
+
+    def _lane_zero_index(self, buffer, indices, guarded=False):
+        """The flat index lane 0 accesses (a scalar): the indices with the vector variable at 0."""
+        var, lanes = self.vector
+        self.vector = None
+        try:
+            with self._bound(var, _int64(0)):
+                return self._flat_index(buffer, indices, guarded)
+        finally:
+            self.vector = (var, lanes)
+
+    def _pointer_of(self, buffer):
+        pointer = self.pointers.get(buffer)
+        if pointer is None:
+            raise CodegenError(f"buffer '{buffer.name}' is neither a parameter of '{self.mb.func.name}' "
+                               f"nor allocated around its use")
+        return pointer
+
+    # ------------------------------------------------------------ memory access
+
+    def _flat_index(self, buffer, indices, guarded=False):
+        """The row-major element offset of indices, in i64 (a vector when it varies over lanes)."""
+        _check_indices(buffer, indices)
+        flat = None
+        for index, extent in zip(indices, buffer.shape):
+            value = self._convert(self.expr(index, guarded), "int64")
+            if flat is None:
+                flat = value
+            else:
+                scaled = self._int_op(self.builder.mul, flat, _int64(extent))
+                flat = self._int_op(self.builder.add, scaled, value)
+        return _int64(0) if flat is None else flat
+
+    def _address(self, buffer, pointer, flat, inbounds=True):
+        element = _llvm_type(buffer.dtype)
+        return self.builder.gep(pointer, [flat], inbounds=inbounds, source_etype=element)
+
+    def _clamp(self, flat, size):
+        """flat forced into [0, size - 1]: a guarded load may compute an index its select discards."""
+        builder = self.builder
+        low = builder.select(builder.icmp_signed("<", flat, _int64(0)), _int64(0), flat)
+        return builder.select(builder.icmp_signed(">", low, _int64(size - 1)), _int64(size - 1), low)
+
+    def _scalar_load(self, buffer, pointer, flat, guarded):
+        if guarded:
+            flat = self._clamp(flat, buffer.size)
+        address = self._address(buffer, pointer, flat)
+        return self.builder.load(address, align=_ITEM_SIZES[buffer.dtype], typ=_llvm_type(buffer.dtype))
+
+    def _vector_load(self, buffer, pointer, indices, guarded):
+        """A load whose index varies over the lanes: contiguous, broadcast, or lane by lane."""
+        var, lanes = self.vector
+        stride = _flat_stride(buffer, indices, var)
+        if stride is None:
+            flat = self._flat_index(buffer, indices, guarded)
+            return self._gather(buffer, pointer, [self._lane(flat, lane) for lane in range(lanes)], guarded)
+        base = self._lane_zero_index(buffer, indices, guarded)
+        if stride == 0:
+            return self._scalar_load(buffer, pointer, base, guarded)
+        if stride == 1 and guarded:
+            return self._masked_load(buffer, pointer, base, lanes)
+        if stride == 1:
+            address = self._address(buffer, pointer, base)
+            return self.builder.load(address, align=_ITEM_SIZES[buffer.dtype], typ=_llvm_type(buffer.dtype, lanes))
+        flats = [self.builder.add(base, _int64(lane * stride)) for lane in range(lanes)]
+        return self._gather(buffer, pointer, flats, guarded)
+
+    def _gather(self, buffer, pointer, flats, guarded):
+        vector = ir.Constant(_llvm_type(buffer.dtype, len(flats)), ir.Undefined)
+        for lane, flat in enumerate(flats):
+            value = self._scalar_load(buffer, pointer, flat, guarded)
+            vector = self.builder.insert_element(vector, value, ir.Constant(_I32, lane))
+        return vector
+
+    def _masked_load(self, buffer, pointer, base, lanes):
+        """A contiguous load that touches only the lanes inside the buffer (zero elsewhere).
+
+        Under a select, lanes at the border may point outside the buffer; clamping them one by
+        one would be a gather, while a masked load stays one instruction (vmaskmov on AVX2).
+        """
+        builder = self.builder
+        vector_type = _llvm_type(buffer.dtype, lanes)
+        lane_index = builder.add(self._broadcast(base, lanes), ir.Constant(ir.VectorType(_I64, lanes), list(range(lanes))))
+        inside = builder.and_(builder.icmp_signed(">=", lane_index, _constant_like(lane_index, 0)),
+                              builder.icmp_signed("<", lane_index, _constant_like(lane_index, buffer.size)))
+        suffix = f"v{lanes}{'f' if dtypes.is_float(buffer.dtype) else 'i'}{_BITS[buffer.dtype]}"
+        masked_load = self.mb.declare(f"llvm.masked.load.{suffix}.p0", vector_type,
+                                      [_PTR, _I32, ir.VectorType(_I1, lanes), vector_type])
+        address = self._address(buffer, pointer, base, inbounds=False)   # lane 0 itself may lie outside
+        alignment = ir.Constant(_I32, _ITEM_SIZES[buffer.dtype])
+        return builder.call(masked_load, [address, alignment, inside, ir.Constant(vector_type, None)])
+
+    # ------------------------------------------------------------ vectors
+
+    def _broadcast(self, value, lanes):
+        """value over all lanes (a vector stays as it is)."""
+        if _lanes(value) is not None:
+            return value
+        vector_type = ir.VectorType(value.type, lanes)
+        if isinstance(value, ir.Constant):
+            return ir.Constant(vector_type, [value.constant] * lanes)
+        single = self.builder.insert_element(ir.Constant(vector_type, ir.Undefined), value, ir.Constant(_I32, 0))
+        return self.builder.shuffle_vector(single, ir.Constant(vector_type, ir.Undefined),
+                                           ir.Constant(ir.VectorType(_I32, lanes), None))
+
+    def _unify(self, a, b):
+        """a and b with the same shape: a scalar beside a vector is broadcast."""
+        lanes_a, lanes_b = _lanes(a), _lanes(b)
+        if lanes_a == lanes_b:
+            return a, b
+        if lanes_a is None:
+            return self._broadcast(a, lanes_b), b
+        return a, self._broadcast(b, lanes_a)
+
+    def _lane(self, value, lane):
+        if _lanes(value) is None:
+            return value
+        return self.builder.extract_element(value, ir.Constant(_I32, lane))
+
+    def _per_lane(self, value, scalar_op):
+        """scalar_op applied to value, one lane at a time when it is a vector."""
+        lanes = _lanes(value)
+        if lanes is None:
+            return scalar_op(value)
+        results = [scalar_op(self._lane(value, lane)) for lane in range(lanes)]
+        vector = ir.Constant(ir.VectorType(results[0].type, lanes), ir.Undefined)
+        for lane, result in enumerate(results):
+            vector = self.builder.insert_element(vector, result, ir.Constant(_I32, lane))
+        return vector
+
+    def _int_op(self, op, a, b):
+        a, b = self._unify(a, b)
+        return op(a, b)
+
+    # ------------------------------------------------------------ expressions
+
+    def expr(self, expr, guarded=False):
+        """The value of expr: a scalar, or a vector where it varies over the lanes of a vectorized loop.
+
+        guarded: expr sits in a branch of a select, so its loads may compute indices that are
+        only valid when the branch is taken.
+        """
+        handler = self._HANDLERS.get(type(expr))
+        if handler is None:
+            raise CodegenError(f"the llvm back end cannot emit {type(expr).__name__} '{expr}' "
+                               f"(reductions must be lowered to loops first)")
+        return handler(self, expr, guarded)
+
+    def _var(self, var, guarded):
+        value = self.env.get(id(var))
+        if value is None:
+            raise CodegenError(f"loop variable '{var.name}' is used outside its loop")
+        return value
+
+    def _const(self, const, guarded):
+        if const.dtype == dtypes.BOOL:
+            return ir.Constant(_I1, int(bool(const.value)))
+        number = float(const.value) if dtypes.is_float(const.dtype) else int(const.value)
+        return ir.Constant(_llvm_type(const.dtype), number)
+
+    def _load(self, load, guarded):
+        buffer = load.tensor
+        _check_indices(buffer, _indices(load))
+        pointer = self._pointer_of(buffer)
+        if self.vector is not None and any(_mentions(index, self.vector[0]) for index in _indices(load)):
+            return self._vector_load(buffer, pointer, _indices(load), guarded)
+        flat = self._flat_index(buffer, _indices(load), guarded)
+        return self._scalar_load(buffer, pointer, flat, guarded)
+
+    def _binary(self, binary, guarded):
+        a = self._convert(self.expr(binary.a, guarded), binary.dtype)
+        b = self._convert(self.expr(binary.b, guarded), binary.dtype)
+        a, b = self._unify(a, b)
+        if dtypes.is_float(binary.dtype):
+            return self._float_binary(binary.op, a, b)
+        safe_divisor = isinstance(binary.b, Const) and binary.b.value not in (0, -1)
+        return self._int_binary(binary.op, a, b, safe_divisor)
+
+    def _float_binary(self, op, a, b):
+        builder = self.builder
+        if op in ("+", "-", "*", "/"):
+            emit = {"+": builder.fadd, "-": builder.fsub, "*": builder.fmul, "/": builder.fdiv}[op]
+            return emit(a, b, flags=_CONTRACT)
+        if op == "//":
+            return self._intrinsic("llvm.floor", builder.fdiv(a, b, flags=_CONTRACT))
+        if op == "%":
+            return self._float_mod(a, b)
+        if op in ("max", "min"):
+            return self._float_extreme(">" if op == "max" else "<", a, b)
+        raise CodegenError(f"unknown arithmetic operator {op!r}")
+
+    def _float_mod(self, a, b):
+        """Python's a % b: the C remainder, moved by b when its sign differs from b's."""
+        builder = self.builder
+        remainder = builder.frem(a, b)
+        zero = _constant_like(a, 0.0)
+        signs_differ = builder.xor(builder.fcmp_ordered("<", remainder, zero), builder.fcmp_ordered("<", b, zero))
+        adjust = builder.and_(builder.fcmp_ordered("!=", remainder, zero), signs_differ)
+        return builder.select(adjust, builder.fadd(remainder, b, flags=_CONTRACT), remainder)
+
+    def _float_extreme(self, op, a, b):
+        """numpy's maximum/minimum: the larger/smaller, or NaN if either is NaN."""
+        builder = self.builder
+        picked = builder.select(builder.fcmp_ordered(op, a, b), a, b)   # NaN in b already lands here
+        return builder.select(builder.fcmp_unordered("uno", a, a), a, picked)
+
+    def _int_binary(self, op, a, b, safe_divisor):
+        builder = self.builder
+        if op in ("+", "-", "*"):
+            return {"+": builder.add, "-": builder.sub, "*": builder.mul}[op](a, b)
+        if op in ("//", "%"):
+            quotient, remainder = self._floor_divmod(a, b, safe_divisor)
+            return quotient if op == "//" else remainder
+        if op in ("max", "min"):
+            return builder.select(builder.icmp_signed(">" if op == "max" else "<", a, b), a, b)
+        raise CodegenError(f"unknown integer operator {op!r}")
+
+    def _floor_divmod(self, a, b, safe_divisor):
+        """Python's a // b and a % b from the truncating sdiv/srem.
+
+        A divisor of 0 or -1 would trap the CPU (division by zero, INT_MIN // -1), so unless it
+        is a constant known to be neither, it gives numpy's answers: x // 0 == x % 0 == 0,
+        x // -1 == -x (wrapping) and x % -1 == 0.
+        """
+        builder = self.builder
+        zero, one = _constant_like(a, 0), _constant_like(a, 1)
+        if not safe_divisor:
+            by_zero = builder.icmp_signed("==", b, zero)
+            by_minus_one = builder.icmp_signed("==", b, _constant_like(a, -1))
+            special = builder.or_(by_zero, by_minus_one)
+            b = builder.select(special, one, b)
+        quotient, remainder = builder.sdiv(a, b), builder.srem(a, b)
+        signs_differ = builder.icmp_signed("<", builder.xor(remainder, b), zero)
+        adjust = builder.and_(builder.icmp_signed("!=", remainder, zero), signs_differ)
+        quotient = builder.select(adjust, builder.sub(quotient, one), quotient)
+        remainder = builder.select(adjust, builder.add(remainder, b), remainder)
+        if not safe_divisor:
+            quotient = builder.select(by_minus_one, builder.sub(zero, a), quotient)
+            quotient = builder.select(by_zero, zero, quotient)
+            remainder = builder.select(special, zero, remainder)
+        return quotient, remainder
+
+    def _compare(self, compare, guarded):
+        dtype = dtypes.promote(compare.a.dtype, compare.b.dtype)
+        a = self._convert(self.expr(compare.a, guarded), dtype)
+        b = self._convert(self.expr(compare.b, guarded), dtype)
+        a, b = self._unify(a, b)
+        if dtypes.is_float(dtype):
+            if compare.op == "!=":
+                return self.builder.fcmp_unordered("!=", a, b)    # as numpy: NaN != x holds
+            return self.builder.fcmp_ordered(compare.op, a, b)
+        if dtype == dtypes.BOOL:
+            return self.builder.icmp_unsigned(compare.op, a, b)
+        return self.builder.icmp_signed(compare.op, a, b)
+
+    def _logical(self, logical, guarded):
+        a = self.expr(logical.a, guarded)
+        if logical.op == "~":
+            return self.builder.not_(a)
+        a, b = self._unify(a, self.expr(logical.b, guarded))
+        return self.builder.and_(a, b) if logical.op == "&" else self.builder.or_(a, b)
+
+    def _select(self, select, guarded):
+        cond = self.expr(select.cond, guarded)
+        when_true = self._convert(self.expr(select.true_value, True), select.dtype)
+        when_false = self._convert(self.expr(select.false_value, True), select.dtype)
+        when_true, when_false = self._unify(when_true, when_false)
+        lanes = _lanes(cond)
+        if lanes is not None:
+            when_true, when_false = self._broadcast(when_true, lanes), self._broadcast(when_false, lanes)
+        return self.builder.select(cond, when_true, when_false)
+
+    def _call(self, call, guarded):
+        arg = self._convert(self.expr(call.arg, guarded), call.dtype)
+        if call.func in _FLOAT_MATH:
+            return self._intrinsic(f"llvm.{call.func}", arg)
+        if call.func == "abs" and dtypes.is_float(call.dtype):
+            return self._intrinsic("llvm.fabs", arg)
+        if call.func == "abs":
+            negative = self.builder.icmp_signed("<", arg, _constant_like(arg, 0))
+            return self.builder.select(negative, self.builder.sub(_constant_like(arg, 0), arg), arg)
+        if call.func == "tanh":
+            element = _llvm_type(call.dtype)
+            tanh = self.mb.declare("tanhf" if call.dtype == "float32" else "tanh", element, [element])
+            return self._per_lane(arg, lambda lane: self.builder.call(tanh, [lane]))
+        raise CodegenError(f"unknown math function {call.func!r}")
+
+    def _intrinsic(self, name, arg):
+        """An LLVM math intrinsic on a float scalar or vector (the back end picks libm or instructions)."""
+        function = self.mb.declare(f"{name}.{_intrinsic_suffix(arg.type)}", arg.type, [arg.type])
+        return self.builder.call(function, [arg])
+
+    def _cast(self, cast, guarded):
+        return self._convert(self.expr(cast.value, guarded), cast.dtype)
+
+    def _convert(self, value, dtype):
+        """value as dtype (lane by lane for vectors), as numpy's astype does."""
+        source = _dtype_of(value)
+        if source == dtype:
+            return value
+        if dtype == dtypes.BOOL:
+            raise CodegenError(f"cannot convert {source} to bool: compare with zero instead")
+        target = _llvm_type(dtype, _lanes(value))
+        builder = self.builder
+        if source == dtypes.BOOL:
+            return builder.uitofp(value, target) if dtypes.is_float(dtype) else builder.zext(value, target)
+        if dtypes.is_float(source) and dtypes.is_float(dtype):
+            return builder.fpext(value, target) if _BITS[dtype] > _BITS[source] else builder.fptrunc(value, target)
+        if dtypes.is_float(source):
+            return builder.fptosi(value, target)
+        if dtypes.is_float(dtype):
+            return builder.sitofp(value, target)
+        return builder.sext(value, target) if _BITS[dtype] > _BITS[source] else builder.trunc(value, target)
+
+    _HANDLERS = {IterVar: _var, Const: _const, Load: _load, Binary: _binary, Compare: _compare,
+                 Logical: _logical, Select: _select, Call: _call, Cast: _cast}
+
+
+# ---------------------------------------------------------------- JIT
+
+@functools.cache
+def _initialise_llvm():
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+
+
+def _target_machine():
+    """A fresh machine for this host (an MCJIT engine takes ownership of the one it is given)."""
+    _initialise_llvm()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=_host_features(),
+                                        opt=3, codemodel="jitdefault")
+
+
+@functools.cache
+def _host_features():
+    return llvm.get_host_cpu_features().flatten()
+
+
+@functools.cache
+def _host_layout():
+    """(triple, data layout) of this host, which the vectorizer's cost model needs in the module."""
+    machine = _target_machine()
+    return machine.triple, str(machine.target_data)
+
+
+def _optimize(module, machine, opt_level):
+    """Run LLVM's standard -O<opt_level> module pipeline (new pass manager), with both vectorizers on."""
+    tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+    if opt_level >= 2:
+        tuning.loop_vectorization = True
+        tuning.slp_vectorization = True
+    builder = llvm.create_pass_builder(machine, tuning)
+    builder.getModulePassManager().run(module, builder)
+
+
+class CompiledFunc:
+    """A kernel compiled for this CPU; call it with one array per parameter to run it in place."""
+
+    def __init__(self, func, unoptimized_ir, opt_level, segments, fallbacks):
+        self.func = func
+        self.unoptimized_ir = unoptimized_ir
+        self.fallbacks = tuple(fallbacks)   # vectorized loops that run lane by lane, and why
+        machine = _target_machine()
+        module = llvm.parse_assembly(unoptimized_ir)
+        module.verify()
+        _optimize(module, machine, opt_level)
+        self.llvm_ir = str(module)
+        self._engine = llvm.create_mcjit_compiler(module, machine)
+        self._engine.finalize_object()
+        self._segments = [(_SEGMENT_PROTOTYPE(self._engine.get_function_address(symbol)), extent)
+                          for symbol, extent in segments]
+        self._written = _written_buffers(func.body)
+        self._asm = None
+
+    def asm(self):
+        """The host assembly of the optimized module."""
+        if self._asm is None:
+            self._asm = _target_machine().emit_assembly(llvm.parse_assembly(self.llvm_ir))
+        return self._asm
+
+    def __call__(self, *arrays):
+        params = self.func.params
+        if len(arrays) != len(params):
+            names = ", ".join(p.name for p in params)
+            raise TypeError(f"kernel '{self.func.name}' takes {len(params)} arguments ({names}), got {len(arrays)}")
+        spans = [_memory_span(array, param, param in self._written) for array, param in zip(arrays, params)]
+        self._check_disjoint(spans)
+        table = (ctypes.c_void_p * max(1, len(params)))(*(start for start, _ in spans))
+        address = ctypes.addressof(table)
+        for kernel, parallel_extent in self._segments:
+            if parallel_extent is None:
+                kernel(0, 1, address)
+            else:
+                runtime.default_pool().run(kernel, parallel_extent, address)
+
+    def _check_disjoint(self, spans):
+        """Refuse a written argument that overlaps another: the kernel declares its buffers noalias."""
+        params = self.func.params
+        for i, (start_i, size_i) in enumerate(spans):
+            for j in range(i + 1, len(spans)):
+                start_j, size_j = spans[j]
+                written = [p.name for p in (params[i], params[j]) if p in self._written]
+                if written and start_i < start_j + size_j and start_j < start_i + size_i:
+                    raise EvaluationError(f"arguments '{params[i].name}' and '{params[j].name}' overlap in memory, "
+                                          f"but the kernel writes '{written[0]}' and assumes distinct buffers")
+
+    def __repr__(self):
+        return f"<CompiledFunc {_signature(self.func)}>"
+
+
+def _is_torch_tensor(value):
+    return type(value).__module__.startswith("torch") and hasattr(value, "data_ptr")
+
+
+def _memory_span(array, param, written):
+    """(address, bytes) of an argument, after checking it has exactly the parameter's layout."""
+    name = param.name
+    if isinstance(array, np.ndarray):
+        dtype, shape, address = str(array.dtype), array.shape, array.ctypes.data
+        contiguous, writable = array.flags.c_contiguous, array.flags.writeable
+    elif _is_torch_tensor(array):
+        if array.device.type != "cpu":
+            raise EvaluationError(f"argument '{name}' is on {array.device}; the llvm back end needs CPU memory")
+        dtype, shape, address = str(array.dtype).removeprefix("torch."), tuple(array.shape), array.data_ptr()
+        contiguous, writable = array.is_contiguous(), True
+    else:
+        raise TypeError(f"argument '{name}' must be a numpy array or a CPU torch tensor, got {type(array).__name__}")
+    expected_shape = tuple(param.shape)
+    if dtype != param.dtype:
+        raise EvaluationError(f"argument '{name}' has dtype {dtype}, expected {param.dtype}")
+    if tuple(shape) != expected_shape:
+        raise EvaluationError(f"argument '{name}' has shape {tuple(shape)}, expected {expected_shape}")
+    if not contiguous:
+        raise EvaluationError(f"argument '{name}' is not C-contiguous")
+    if written and not writable:
+        raise EvaluationError(f"argument '{name}' is read-only, but the kernel writes it")
+    return address, param.size * _ITEM_SIZES[param.dtype]
+
+
+_cache = {}
+_cache_lock = threading.Lock()
+
+
+def clear_cache():
+    """Forget compiled kernels (a long search would otherwise keep every candidate's machine code)."""
+    with _cache_lock:
+        _cache.clear()
+
+
+def compile_func(func: PrimFunc, opt_level=3) -> CompiledFunc:
+    """Compile a kernel for this CPU; identical kernels (same LLVM IR, level and host) compile once."""
+    if opt_level not in (0, 1, 2, 3):
+        raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
+    for param in func.params:
+        if param.dtype not in _ITEM_SIZES:
+            raise CodegenError(f"parameter '{param.name}' has dtype {param.dtype!r}; "
+                               f"expected one of {', '.join(_ITEM_SIZES)}")
+    _check_loops(func.body)
+    triple, layout = _host_layout()
+    builder = _ModuleBuilder(func, triple, layout)
+    text = str(builder.build())
+    key = (text, opt_level, llvm.get_host_cpu_name(), _host_features())
+    with _cache_lock:
+        compiled = _cache.get(key)
+        if compiled is None:
+            compiled = _cache[key] = CompiledFunc(func, text, opt_level, builder.segments, builder.fallbacks)
+    return compiled

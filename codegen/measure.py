@@ -1,0 +1,492 @@
+"""Measuring candidate schedules: build, check against the reference, then time, in a worker.
+
+Every candidate runs in one persistent worker process, one candidate at a time (two at once
+would disturb each other's timings). A candidate that hangs is killed after timeout_s and one
+that crashes the worker (a segfault in generated code, an abort in LLVM) is reported as such;
+either way the next candidate gets a fresh worker, so one bad candidate never stops a sweep.
+The worker runs under an address-space limit, so a memory blow-up is a MemoryError there
+rather than the machine swapping.
+
+The worker is started with multiprocessing's "spawn" method: a script that creates a
+Measurer at import time needs the usual `if __name__ == "__main__":` guard.
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib
+import json
+import math
+import multiprocessing
+import os
+import resource
+import signal
+import statistics
+import sys
+import time
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+STATUSES = ("ok", "build_error", "runtime_error", "wrong_answer", "timeout", "crash")
+DEFAULT_RUNNER = "codegen.measure:run_candidate"
+RTOL = {"float32": 1e-4, "float64": 1e-9}
+MAX_ERROR_CHARS = 400
+MAX_RUNS_PER_REPEAT = 1_000_000
+WORKER_START_TIMEOUT_S = 120.0
+REFERENCE_CACHE_SIZE = 4
+
+
+# ---------------------------------------------------------------- values
+
+@dataclass(frozen=True, init=False)
+class MeasureInput:
+    """One candidate: a task (as Task.ref()) and a schedule (as JSON), both picklable and hashable."""
+
+    task_ref_json: str
+    schedule_json: str
+
+    def __init__(self, task_ref, schedule_json):
+        ref = json.loads(task_ref) if isinstance(task_ref, str) else task_ref
+        object.__setattr__(self, "task_ref_json", json.dumps(ref, sort_keys=True))
+        object.__setattr__(self, "schedule_json", _schedule_text(schedule_json))
+
+    @classmethod
+    def of(cls, task, schedule=None):
+        """The input measuring this Task under this Schedule (or its JSON; None is the naive nest)."""
+        return cls(task.ref(), schedule)
+
+    @property
+    def task_ref(self):
+        """A fresh dict, so callers cannot change the frozen value through it."""
+        return json.loads(self.task_ref_json)
+
+    def __repr__(self):
+        return f"MeasureInput(task_ref={self.task_ref_json}, schedule_json={self.schedule_json!r})"
+
+
+def _schedule_text(schedule):
+    """JSON text for a Schedule, its JSON, or None (the empty schedule)."""
+    if schedule is None:
+        return "[]"
+    return schedule if isinstance(schedule, str) else schedule.to_json()
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How the worker times a candidate; sent with every candidate so runners see the same values."""
+
+    warmup: int = 1
+    repeats: int = 5
+    min_run_seconds: float = 0.01
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class MeasureResult:
+    """The outcome of one candidate; seconds is the median time per kernel run (inf unless ok)."""
+
+    status: str
+    seconds: float = math.inf
+    min_seconds: float = math.inf
+    max_seconds: float = math.inf
+    repeats: int = 0
+    compile_seconds: float = 0.0
+    error: str = ""
+    number: int = 0  # kernel runs per timed repeat
+
+    @property
+    def ok(self):
+        return self.status == "ok"
+
+    def to_dict(self):
+        """Strict-JSON fields: infinite times become None (from_dict turns them back)."""
+        return {key: (None if isinstance(value, float) and not math.isfinite(value) else value)
+                for key, value in asdict(self).items()}
+
+    @classmethod
+    def from_dict(cls, data):
+        """The result a to_dict() (or a runner) produced; missing times are infinite."""
+        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
+        for name in ("seconds", "min_seconds", "max_seconds"):
+            if known.get(name) is None:
+                known[name] = math.inf
+        return cls(**known)
+
+    @classmethod
+    def failure(cls, status, error, compile_seconds=0.0):
+        return cls(status, compile_seconds=compile_seconds, error=one_line(error))
+
+
+def one_line(text):
+    """Errors travel in tables and logs: one line, bounded length."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS - 3] + "..."
+
+
+def describe_exception(err):
+    """'Type: message', naming a public type (numpy's _ArrayMemoryError reads as MemoryError)."""
+    name = next(cls.__name__ for cls in type(err).__mro__ if not cls.__name__.startswith("_"))
+    return one_line(f"{name}: {err}" if str(err) else name)
+
+
+# ---------------------------------------------------------------- the parent side
+
+class WorkerStartError(RuntimeError):
+    """The measurement worker could not start: the environment, not a candidate, is at fault."""
+
+
+@dataclass
+class _Worker:
+    """A running worker process and the parent's end of its pipe."""
+
+    process: object
+    conn: object
+    next_request: int = 0
+
+
+class Measurer:
+    """Measures candidates one at a time in a persistent, restartable worker process."""
+
+    def __init__(self, timeout_s=60.0, warmup=1, repeats=5, min_run_seconds=0.01, seed=0,
+                 memory_limit_bytes=16 * 2**30, runner=DEFAULT_RUNNER):
+        if timeout_s <= 0 or warmup < 0 or repeats < 1 or min_run_seconds < 0:
+            raise ValueError("need timeout_s > 0, warmup >= 0, repeats >= 1 and min_run_seconds >= 0")
+        load_runner(runner)  # a misspelt runner fails here, not once per candidate
+        self.timeout_s = float(timeout_s)
+        self.memory_limit_bytes = memory_limit_bytes
+        self.runner = runner
+        self.settings = MeasureSettings(warmup, repeats, min_run_seconds, seed)
+        self._worker = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    @property
+    def worker_pid(self):
+        """The live worker's process id (None before the first candidate or after a failure)."""
+        return self._worker.process.pid if self._worker else None
+
+    def measure(self, inputs):
+        """One MeasureResult per input, in order, measured one after another."""
+        return [self.measure_one(measure_input) for measure_input in inputs]
+
+    def measure_one(self, measure_input):
+        """Send one candidate to the worker and wait at most timeout_s for its result."""
+        worker = self._ensure_worker()
+        worker.next_request += 1
+        request = worker.next_request
+        try:
+            worker.conn.send((request, self.runner, measure_input, self.settings))
+            return self._await_result(worker, request)
+        except BaseException:
+            self._discard_worker()  # interrupted mid-candidate: its late answer must not be read
+            raise
+
+    def _await_result(self, worker, request):
+        """The worker's answer to `request`, or timeout/crash (after which the worker is replaced)."""
+        state = self._wait_for_answer(worker)
+        if state == "timeout":
+            self._discard_worker()
+            return MeasureResult.failure("timeout", f"worker killed after {self.timeout_s:.1f} s")
+        try:
+            answer, payload = worker.conn.recv() if state == "readable" else (None, None)
+        except (EOFError, OSError):
+            answer = None
+        if answer is None:
+            reason = self._death_reason(worker)
+            self._discard_worker()
+            return MeasureResult.failure("crash", reason)
+        if answer != request:
+            self._discard_worker()
+            raise RuntimeError(f"measurement worker answered request {answer}, expected {request}")
+        return result_from_runner(payload)
+
+    def _wait_for_answer(self, worker):
+        """'readable' (an answer, or EOF from a dead worker), 'dead' (died, pipe still open) or
+        'timeout' after timeout_s."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if worker.conn.poll(max(0.0, min(remaining, 1.0))):
+                return "readable"
+            if not worker.process.is_alive():
+                return "readable" if worker.conn.poll(0) else "dead"
+            if remaining <= 0:
+                return "timeout"
+
+    def _ensure_worker(self):
+        if self._worker is None or not self._worker.process.is_alive():
+            self._discard_worker()
+            self._worker = self._start_worker()
+        return self._worker
+
+    def _start_worker(self):
+        """Spawn a worker and wait until it has imported the code generator and limited its memory."""
+        context = multiprocessing.get_context("spawn")
+        parent_conn, child_conn = context.Pipe()
+        process = context.Process(target=worker_main, name="flexsched-measure",
+                                  args=(child_conn, list(sys.path), self.memory_limit_bytes), daemon=True)
+        process.start()
+        child_conn.close()
+        worker = _Worker(process, parent_conn)
+        if not parent_conn.poll(WORKER_START_TIMEOUT_S):
+            self._stop(worker)
+            raise WorkerStartError(f"measurement worker did not start within {WORKER_START_TIMEOUT_S:.0f} s")
+        try:
+            parent_conn.recv()
+        except (EOFError, OSError):
+            reason = self._death_reason(worker)
+            self._stop(worker)
+            raise WorkerStartError(f"measurement worker failed to start: {reason}") from None
+        return worker
+
+    @staticmethod
+    def _death_reason(worker):
+        """'worker died with signal SIGSEGV' or 'worker exited with code 3'."""
+        worker.process.join(timeout=5.0)
+        code = worker.process.exitcode
+        if code is None:
+            return "worker closed its pipe but is still running"
+        if code < 0:
+            try:
+                return f"worker died with signal {signal.Signals(-code).name}"
+            except ValueError:
+                return f"worker died with signal {-code}"
+        return f"worker exited with code {code}"
+
+    def _discard_worker(self):
+        """Kill the current worker (if any); the next candidate starts a fresh one."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            self._stop(worker, graceful=False)
+
+    @staticmethod
+    def _stop(worker, graceful=False):
+        if graceful and worker.process.is_alive():
+            try:
+                worker.conn.send(None)
+                worker.process.join(timeout=2.0)
+            except (OSError, ValueError):
+                pass
+        if worker.process.is_alive():
+            worker.process.kill()
+        worker.process.join(timeout=5.0)
+        worker.conn.close()
+
+    def close(self):
+        """Stop the worker; a later measure() starts a new one."""
+        worker, self._worker = self._worker, None
+        if worker is not None:
+            self._stop(worker, graceful=True)
+
+
+def result_from_runner(payload):
+    """A MeasureResult from a runner's dict, refusing anything that is not one."""
+    if not isinstance(payload, dict) or payload.get("status") not in STATUSES:
+        return MeasureResult.failure("runtime_error", f"runner returned {payload!r:.200}, not a result dict")
+    return MeasureResult.from_dict(payload)
+
+
+def load_runner(path):
+    """The function a 'module:function' path names."""
+    module_name, _, function_name = path.partition(":")
+    if not module_name or not function_name:
+        raise ValueError(f"runner must be 'module:function', got {path!r}")
+    function = getattr(importlib.import_module(module_name), function_name, None)
+    if not callable(function):
+        raise ValueError(f"runner {path!r}: module '{module_name}' has no function '{function_name}'")
+    return function
+
+
+# ---------------------------------------------------------------- the worker
+
+def worker_main(conn, parent_sys_path, memory_limit_bytes):
+    """Worker loop: (request, runner, input, settings) in, (request, result dict) out; None stops it."""
+    sys.path[:] = parent_sys_path
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
+    _preload_code_generator()
+    limit_address_space(memory_limit_bytes)
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message is None:
+            return
+        request, runner_path, measure_input, settings = message
+        conn.send((request, _run_safely(runner_path, measure_input, settings)))
+
+
+def _run_safely(runner_path, measure_input, settings):
+    """The runner's result; anything it raises (MemoryError included) is a runtime_error."""
+    try:
+        return load_runner(runner_path)(measure_input, settings)
+    except Exception as err:  # noqa: BLE001 - every failure is data about the candidate
+        return MeasureResult.failure("runtime_error", describe_exception(err)).to_dict()
+
+
+def _preload_code_generator():
+    """Import before the memory limit and outside every candidate's time limit."""
+    import codegen.kernel  # noqa: F401
+    import flexsched.registry  # noqa: F401
+    try:
+        importlib.import_module("codegen.llvm_backend")
+    except Exception:  # noqa: BLE001 - a broken back end shows up as each candidate's build_error
+        pass
+
+
+def limit_address_space(limit_bytes):
+    """Cap virtual memory so a blow-up raises MemoryError here (None or 0: no cap)."""
+    if not limit_bytes:
+        return
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    soft = limit_bytes if hard == resource.RLIM_INFINITY else min(limit_bytes, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+# ---------------------------------------------------------------- the default runner
+
+_references = OrderedDict()  # (task key, seed) -> (inputs, reference outputs), in this worker
+
+
+def run_candidate(measure_input, settings):
+    """Build, check every output against the reference, then time; a result dict (see MeasureResult)."""
+    from flexsched.registry import task_from_ref
+    from codegen.kernel import build
+
+    started = time.perf_counter()
+    try:
+        task = task_from_ref(measure_input.task_ref)
+        kernel = build(task, measure_input.schedule_json)
+    except Exception as err:  # noqa: BLE001
+        return MeasureResult.failure("build_error", describe_exception(err),
+                                     time.perf_counter() - started).to_dict()
+    compile_seconds = time.perf_counter() - started
+    return check_and_time(task, kernel, settings, compile_seconds).to_dict()
+
+
+def check_and_time(task, kernel, settings, compile_seconds):
+    """A wrong answer is a failure, never a time: check first, then time."""
+    inputs, references = reference_for(task, settings.seed)
+    try:
+        started = time.perf_counter()
+        outputs = kernel.run(*inputs)
+        first_run_seconds = time.perf_counter() - started
+    except Exception as err:  # noqa: BLE001
+        return MeasureResult.failure("runtime_error", describe_exception(err), compile_seconds)
+    mismatch = compare_outputs(outputs, references, [t.name for t in task.outputs])
+    if mismatch:
+        return MeasureResult.failure("wrong_answer", mismatch, compile_seconds)
+    try:
+        per_run, number = time_kernel(kernel, [*inputs, *outputs], settings, first_run_seconds)
+    except Exception as err:  # noqa: BLE001
+        return MeasureResult.failure("runtime_error", describe_exception(err), compile_seconds)
+    return MeasureResult("ok", statistics.median(per_run), min(per_run), max(per_run), len(per_run),
+                         compile_seconds, "", number)
+
+
+def reference_for(task, seed):
+    """Inputs and reference outputs, evaluated once per task and seed in this worker (it is slow)."""
+    key = (task.key, seed)
+    if key in _references:
+        _references.move_to_end(key)
+        return _references[key]
+    inputs = task.random_inputs(seed)
+    _references[key] = (inputs, [np.asarray(ref) for ref in task.evaluate(*inputs)])
+    while len(_references) > REFERENCE_CACHE_SIZE:
+        _references.popitem(last=False)
+    return _references[key]
+
+
+def time_kernel(kernel, arrays, settings, first_run_seconds):
+    """Per-run seconds of each repeat, and the runs per repeat chosen so a repeat lasts at least
+    min_run_seconds: estimated from the fastest of the check run and the warm-up runs, then
+    raised if one untimed repeat of that many runs still falls short."""
+    fastest = first_run_seconds
+    for _ in range(settings.warmup):
+        started = time.perf_counter()
+        kernel(*arrays)
+        fastest = min(fastest, time.perf_counter() - started)
+    number = runs_per_repeat(fastest, settings.min_run_seconds)
+    calibrated = _time_repeat(kernel, arrays, number)  # one untimed repeat, in case the first runs were slow
+    number = max(number, runs_per_repeat(calibrated, settings.min_run_seconds))
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # a collection inside a repeat would be charged to the kernel
+    try:
+        return [_time_repeat(kernel, arrays, number) for _ in range(settings.repeats)], number
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def runs_per_repeat(run_seconds, min_run_seconds):
+    """Enough runs that one repeat lasts min_run_seconds, at least one."""
+    if run_seconds <= 0:
+        return MAX_RUNS_PER_REPEAT if min_run_seconds > 0 else 1
+    return max(1, min(MAX_RUNS_PER_REPEAT, math.ceil(min_run_seconds / run_seconds)))
+
+
+def _time_repeat(kernel, arrays, number):
+    started = time.perf_counter()
+    for _ in range(number):
+        kernel(*arrays)
+    return (time.perf_counter() - started) / number
+
+
+# ---------------------------------------------------------------- correctness
+
+def tolerance(dtype, reference):
+    """(rtol, atol) for comparing against reference; integers and bools must match exactly."""
+    dtype = np.dtype(dtype).name
+    if dtype not in RTOL:
+        return 0.0, 0.0
+    finite = np.abs(reference[np.isfinite(reference)])
+    scale = max(1.0, float(finite.max())) if finite.size else 1.0
+    return RTOL[dtype], RTOL[dtype] * scale
+
+
+def compare_outputs(outputs, references, names):
+    """'' when every output matches its reference, else one line about the first that does not."""
+    if len(outputs) != len(references):
+        return f"kernel produced {len(outputs)} outputs, the reference has {len(references)}"
+    for output, reference, name in zip(outputs, references, names):
+        mismatch = compare_array(np.asarray(output), np.asarray(reference))
+        if mismatch:
+            return f"output '{name}': {mismatch}"
+    return ""
+
+
+def compare_array(output, reference):
+    """'' when output matches reference within tolerance; else the worst element and its error.
+
+    A NaN in the output is wrong unless the reference has a NaN at the same place (a task
+    taking log or sqrt of the random inputs legitimately produces NaN)."""
+    if output.shape != reference.shape:
+        return f"shape {output.shape}, expected {reference.shape}"
+    rtol, atol = tolerance(reference.dtype, reference)
+    got, want = output.astype(np.float64), reference.astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        error = np.abs(got - want)
+        allowed = atol + rtol * np.abs(want)
+        good = (got == want) | (np.isnan(got) & np.isnan(want)) | (error <= allowed)
+    if good.all():
+        return ""
+    nan_in_output = np.isnan(got) & ~good
+    if nan_in_output.any():
+        index = np.unravel_index(int(np.argmax(nan_in_output)), got.shape)
+        return f"NaN at {_index_text(index)} (reference {want[index]:.6g})"
+    bad_error = np.where(good, -1.0, np.nan_to_num(error, nan=np.inf, posinf=np.inf))
+    index = np.unravel_index(int(np.argmax(bad_error)), got.shape)
+    limit = f"tolerance {allowed[index]:.1e}" if atol else "exact match required"
+    return (f"max |error| {error[index]:.1e} at {_index_text(index)} ({limit}; got {got[index]:.6g}, "
+            f"expected {want[index]:.6g}; {int((~good).sum())} of {good.size} elements wrong)")
+
+
+def _index_text(index):
+    return "(" + ", ".join(str(int(i)) for i in index) + ")"

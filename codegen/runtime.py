@@ -1,0 +1,59 @@
+"""The host side of parallel CPU kernels: a persistent thread pool that runs loop chunks.
+
+A compiled parallel segment is a native function `seg(begin, end, buffers)`; ctypes drops
+the GIL for the length of each call, so chunks on different threads really run at once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+_pool = None
+_pool_lock = threading.Lock()
+
+
+def core_count():
+    """The cores this process may run on (affinity, not the machine's total)."""
+    return max(1, len(os.sched_getaffinity(0)))
+
+
+def split_range(extent, parts):
+    """[0, extent) as at most `parts` contiguous, non-empty (begin, end) chunks of near-equal size."""
+    parts = max(1, min(parts, extent))
+    base, extra = divmod(extent, parts)
+    chunks, begin = [], 0
+    for index in range(parts):
+        end = begin + base + (1 if index < extra else 0)
+        chunks.append((begin, end))
+        begin = end
+    return chunks
+
+
+class ThreadPool:
+    """Worker threads kept for the whole process, so a kernel call pays no thread start-up."""
+
+    def __init__(self, threads):
+        self.threads = threads
+        # The calling thread runs one chunk itself, so it needs one worker fewer.
+        self._executor = ThreadPoolExecutor(max_workers=max(1, threads - 1),
+                                            thread_name_prefix="flexsched-cpu")
+
+    def run(self, kernel, extent, buffers_address):
+        """Run kernel over [0, extent) in one chunk per thread; return when every chunk is done."""
+        chunks = split_range(extent, self.threads)
+        futures = [self._executor.submit(kernel, begin, end, buffers_address) for begin, end in chunks[1:]]
+        begin, end = chunks[0]
+        kernel(begin, end, buffers_address)
+        for future in futures:
+            future.result()
+
+
+def default_pool():
+    """The process-wide pool, one thread per usable core, made on first use."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPool(core_count())
+        return _pool

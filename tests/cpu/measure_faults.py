@@ -1,0 +1,68 @@
+"""Runners that misbehave on purpose, for testing the measurement harness.
+
+Each wraps codegen.measure.run_candidate and misbehaves only for a marked candidate, a GMM
+task with M == 13, so a sweep can mix good and bad candidates. The worker imports this module
+by name ("measure_faults:crash_runner"), which works because the worker gets the parent's
+sys.path and pytest puts this directory on it.
+"""
+
+import os
+import signal
+import time
+
+import numpy as np
+
+from codegen.kernel import Kernel
+from codegen.measure import run_candidate
+
+MARKED_M = 13
+
+
+def is_marked(measure_input):
+    """The candidates a fault runner misbehaves on: GMM with M == 13."""
+    ref = measure_input.task_ref
+    return ref["name"] == "GMM" and ref["args"][0] == MARKED_M
+
+
+def crash_runner(measure_input, settings):
+    """Segfault the worker, as broken generated code would."""
+    if is_marked(measure_input):
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return run_candidate(measure_input, settings)
+
+
+def exit_runner(measure_input, settings):
+    """Exit the worker with status 3, as a library calling exit() would."""
+    if is_marked(measure_input):
+        os._exit(3)
+    return run_candidate(measure_input, settings)
+
+
+def hang_runner(measure_input, settings):
+    """Never answer, as a kernel stuck in a loop would."""
+    while is_marked(measure_input):
+        time.sleep(3600)
+    return run_candidate(measure_input, settings)
+
+
+def wrong_runner(measure_input, settings):
+    """Add 1.0 to every output the kernel produces for the check, as a miscompiled kernel would."""
+    if not is_marked(measure_input):
+        return run_candidate(measure_input, settings)
+    original_run = Kernel.run
+
+    def perturbed_run(kernel, *inputs):
+        return [output + 1.0 for output in original_run(kernel, *inputs)]
+
+    Kernel.run = perturbed_run
+    try:
+        return run_candidate(measure_input, settings)
+    finally:
+        Kernel.run = original_run
+
+
+def memory_runner(measure_input, settings):
+    """Touch 64 GiB, as a schedule with a runaway buffer would; the worker's limit must stop it."""
+    if is_marked(measure_input):
+        np.ones(64 * 2**30, dtype=np.uint8)
+    return run_candidate(measure_input, settings)

@@ -1,0 +1,280 @@
+"""The LLVM CPU back end on hand-built loop IR, checked against numpy."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from codegen.ir import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, loop_var, seq
+from codegen.llvm_backend import CodegenError, compile_func
+from codegen.runtime import split_range
+from flexsched.errors import EvaluationError
+from flexsched.expr import Load, call, cast, select
+
+pytestmark = pytest.mark.cpu
+RNG = np.random.default_rng(0)
+
+
+def buf(name, shape, dtype="float32", scope="global"):
+    return Buffer(name, tuple(shape), dtype, scope)
+
+
+def ld(buffer, *indices):
+    return Load(buffer, indices, buffer.dtype)
+
+
+def loop(name, extent, kind, body):
+    """A For over a fresh variable; body is a function of that variable."""
+    var = loop_var(name, extent)
+    return For(var, extent, kind, body(var))
+
+
+def rand(*shape, dtype="float32"):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+def elementwise(kind, extent, outer=4, dtype="float32", value=lambda a, b: a + b):
+    """C[o * extent + i] = value(A[...], B[...]) with the inner loop of the given kind."""
+    n = outer * extent
+    A, B, C = (buf(name, (n,), dtype) for name in "ABC")
+
+    def inner(o):
+        return loop("i", extent, kind, lambda i: Store(C, (o * extent + i,), value(ld(A, o * extent + i),
+                                                                                     ld(B, o * extent + i))))
+    return PrimFunc(f"ew_{kind}_{extent}_{dtype}", (A, B, C), loop("o", outer, "serial", inner))
+
+
+@pytest.mark.parametrize("kind,extent", [("serial", 8), ("unrolled", 8), ("vectorized", 8),
+                                         ("vectorized", 16), ("vectorized", 5)])
+def test_elementwise_add(kind, extent):
+    kernel = compile_func(elementwise(kind, extent))
+    a, b, c = rand(4 * extent), rand(4 * extent), np.zeros(4 * extent, "float32")
+    kernel(a, b, c)
+    np.testing.assert_array_equal(c, a + b)
+    assert kernel.fallbacks == ()
+
+
+def test_vectorized_loop_emits_vector_types_and_registers():
+    kernel = compile_func(elementwise("vectorized", 8))
+    assert "<8 x float>" in kernel.llvm_ir
+    assert any(reg in kernel.asm() for reg in ("%ymm", "%zmm", "%xmm"))
+
+
+def test_transpose_scatters_a_vector_store():
+    A, B = buf("A", (6, 8)), buf("B", (8, 6))
+    body = loop("i", 6, "serial", lambda i: loop("j", 8, "vectorized", lambda j: Store(B, (j, i), ld(A, i, j))))
+    kernel = compile_func(PrimFunc("transpose", (A, B), body))
+    a, b = rand(6, 8), np.zeros((8, 6), "float32")
+    kernel(a, b)
+    np.testing.assert_array_equal(b, a.T)
+    assert kernel.fallbacks == ()
+
+
+def gemm(M, N, K):
+    A, B, O = buf("A", (M, K)), buf("B", (K, N)), buf("O", (M, N))
+
+    def row(i):
+        init = loop("j0", N, "vectorized", lambda j: Store(O, (i, j), 0.0))
+        update = loop("k", K, "serial", lambda k: loop("j", N, "vectorized", lambda j: Store(
+            O, (i, j), ld(O, i, j) + ld(A, i, k) * ld(B, k, j))))
+        return seq(init, update)
+    return PrimFunc("gemm", (A, B, O), loop("i", M, "parallel", row))
+
+
+def test_parallel_gemm_matches_numpy():
+    kernel = compile_func(gemm(37, 16, 23))
+    a, b, o = rand(37, 23), rand(23, 16), np.full((37, 16), np.nan, "float32")
+    kernel(a, b, o)
+    np.testing.assert_allclose(o, a @ b, rtol=1e-4, atol=1e-4)
+    assert kernel.fallbacks == ()
+
+
+def test_float64_and_int32_arithmetic():
+    kernel = compile_func(elementwise("vectorized", 4, dtype="float64", value=lambda a, b: a * b - a / b))
+    a, b, c = rand(16, dtype="float64"), rand(16, dtype="float64"), np.zeros(16)
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, a * b - a / b, rtol=1e-12)
+
+    kernel = compile_func(elementwise("serial", 4, dtype="int32", value=lambda a, b: a * b + cast("int32", 7.9)))
+    x, y, z = (np.arange(16, dtype="int32") - 8 for _ in range(3))
+    kernel(x, y, z)
+    np.testing.assert_array_equal(z, x * y + 7)
+
+
+@pytest.mark.parametrize("kind", ["serial", "vectorized"])
+@pytest.mark.parametrize("op", ["//", "%"])
+def test_floor_division_follows_python(kind, op):
+    value = (lambda a, b: a // b) if op == "//" else (lambda a, b: a % b)
+    kernel = compile_func(elementwise(kind, 8, outer=3, dtype="int32", value=value))
+    a = np.array([-7, 7, -7, 7, -1, 0, 13, -13] * 3, dtype="int32")
+    b = np.array([2, -2, -2, 2, 3, 5, -5, 4] * 2 + [0, -1, 0, -1, 1, 1, -1, 0], dtype="int32")
+    c = np.zeros(24, "int32")
+    kernel(a, b, c)
+    expected = [value(int(x), int(y)) if y != 0 else 0 for x, y in zip(a, b)]   # numpy: x // 0 == x % 0 == 0
+    assert c.tolist() == expected
+
+
+INT32 = st.integers(-2**31, 2**31 - 1)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(INT32, st.sampled_from([0, -1, 1, 7, -7]) | INT32), min_size=8, max_size=8),
+       st.sampled_from(["serial", "vectorized"]))
+def test_floor_divmod_property(pairs, kind):
+    kernel = compile_func(elementwise(kind, 8, outer=1, dtype="int32", value=lambda a, b: a // b * 3 + a % b))
+    a, b = (np.array(column, dtype="int32") for column in zip(*pairs))
+    c = np.zeros(8, "int32")
+    kernel(a, b, c)
+    wrap = lambda n: (n + 2**31) % 2**32 - 2**31   # noqa: E731
+    expected = [wrap(x // y * 3 + x % y) if y else 0 for x, y in zip(a.tolist(), b.tolist())]
+    assert c.tolist() == expected
+
+
+def test_int_division_by_a_constant():
+    A, C = buf("A", (8,), "int64"), buf("C", (8,), "int64")
+    body = loop("i", 8, "vectorized", lambda i: Store(C, (i,), ld(A, i) // 3 + ld(A, i) % 3))
+    a, c = np.arange(-4, 4, dtype="int64"), np.zeros(8, "int64")
+    compile_func(PrimFunc("div3", (A, C), body))(a, c)
+    np.testing.assert_array_equal(c, a // 3 + a % 3)
+
+
+@pytest.mark.parametrize("op,reference", [("max", np.maximum), ("min", np.minimum)])
+def test_max_min_propagate_nan(op, reference):
+    from flexsched.expr import binary
+    kernel = compile_func(elementwise("vectorized", 8, outer=1, value=lambda a, b: binary(op, a, b)))
+    a = np.array([1, np.nan, 3, np.nan, -1, 0, 5, 2], "float32")
+    b = np.array([2, 1, np.nan, np.nan, -2, 0, 4, 9], "float32")
+    c = np.zeros(8, "float32")
+    kernel(a, b, c)
+    np.testing.assert_array_equal(c, reference(a, b))
+
+
+@pytest.mark.parametrize("func", ["exp", "log", "sqrt", "abs", "tanh"])
+@pytest.mark.parametrize("kind", ["serial", "vectorized"])
+def test_math_functions_match_numpy(func, kind):
+    kernel = compile_func(elementwise(kind, 8, value=lambda a, b: call(func, a) + b * 0.0))
+    a = np.abs(rand(32)) + 0.1 if func in ("log", "sqrt") else rand(32)
+    c = np.zeros(32, "float32")
+    kernel(a, np.zeros(32, "float32"), c)
+    np.testing.assert_allclose(c, getattr(np, func)(a), rtol=2e-6, atol=1e-7)
+
+
+def test_integer_abs_and_casts():
+    A, C = buf("A", (8,), "int32"), buf("C", (8,), "float64")
+    body = loop("i", 8, "vectorized", lambda i: Store(C, (i,), cast("float64", call("abs", ld(A, i))) * 0.5))
+    a, c = np.arange(-4, 4, dtype="int32"), np.zeros(8)
+    compile_func(PrimFunc("abs_cast", (A, C), body))(a, c)
+    np.testing.assert_array_equal(c, np.abs(a) * 0.5)
+
+
+@pytest.mark.parametrize("kind", ["serial", "vectorized"])
+def test_padded_read_under_select(kind):
+    I, O = buf("I", (8, 8)), buf("O", (10, 10))
+
+    def pixel(h, w):
+        inside = (h >= 1) & (h < 9) & (w >= 1) & (w < 9)
+        return Store(O, (h, w), select(inside, ld(I, h - 1, w - 1), 0.0))
+    body = loop("h", 10, "serial", lambda h: loop("w", 10, kind, lambda w: pixel(h, w)))
+    kernel = compile_func(PrimFunc(f"pad_{kind}", (I, O), body))
+    # I sits inside NaN padding: a stray read would still be discarded, but it must not fault.
+    storage = np.full(100, np.nan, "float32")
+    image = storage[18:82].reshape(8, 8)
+    image[:] = rand(8, 8)
+    out = np.full((10, 10), -1.0, "float32")
+    kernel(image, out)
+    np.testing.assert_array_equal(out, np.pad(image, 1))
+    if kind == "vectorized":
+        assert "llvm.masked.load" in kernel.unoptimized_ir and kernel.fallbacks == ()
+
+
+def test_guard_inside_vectorized_loop_falls_back():
+    A, C = buf("A", (16,)), buf("C", (13,))
+    body = loop("o", 2, "serial", lambda o: loop("i", 8, "vectorized", lambda i: IfThenElse(
+        o * 8 + i < 13, Store(C, (o * 8 + i,), ld(A, o * 8 + i) * 2.0))))
+    kernel = compile_func(PrimFunc("guarded", (A, C), body))
+    a, c = rand(16), np.zeros(13, "float32")
+    kernel(a, c)
+    np.testing.assert_array_equal(c, a[:13] * 2)
+    assert len(kernel.fallbacks) == 1 and "IfThenElse" in kernel.fallbacks[0]
+
+
+def test_lanes_reading_neighbours_fall_back():
+    A = buf("A", (9,))
+    body = loop("i", 8, "vectorized", lambda i: Store(A, (i + 1,), ld(A, i) + 1.0))
+    kernel = compile_func(PrimFunc("prefix", (A,), body))
+    a = np.zeros(9, "float32")
+    kernel(a)
+    np.testing.assert_array_equal(a, np.arange(9, dtype="float32"))
+    assert kernel.fallbacks
+
+
+@pytest.mark.parametrize("width", [64, 5000])   # 256 B on the stack; 20 KB from malloc
+def test_scratch_buffer_per_parallel_chunk(width):
+    M = 11
+    A, O, T = buf("A", (M, width)), buf("O", (M, width)), buf("T", (width,), scope="local")
+
+    def row(i):
+        fill = loop("j", width, "serial", lambda j: Store(T, (j,), ld(A, i, j) * 2.0))
+        use = loop("j2", width, "serial", lambda j: Store(O, (i, j), ld(T, width - 1 - j) + 1.0))
+        return Allocate(T, seq(fill, use))
+    kernel = compile_func(PrimFunc(f"scratch_{width}", (A, O), loop("i", M, "parallel", row)))
+    a, o = rand(M, width), np.zeros((M, width), "float32")
+    kernel(a, o)
+    np.testing.assert_array_equal(o, a[:, ::-1] * 2 + 1)
+    assert ("@\"malloc\"" in kernel.unoptimized_ir) == (width == 5000)
+
+
+def test_segments_run_in_order():
+    N = 40
+    A, T, O = buf("A", (N,)), buf("T", (N,)), buf("O", (N,))
+    first = loop("i", N, "parallel", lambda i: Store(T, (i,), ld(A, i) * 3.0))
+    second = loop("i", N, "parallel", lambda i: Store(O, (i,), ld(T, N - 1 - i) - ld(T, i)))
+    kernel = compile_func(PrimFunc("two_nests", (A, T, O), seq(first, second)))
+    a, t, o = rand(N), np.zeros(N, "float32"), np.zeros(N, "float32")
+    kernel(a, t, o)
+    np.testing.assert_allclose(o, (a * 3)[::-1] - a * 3, rtol=1e-6)
+
+
+def test_split_range_covers_every_iteration_once():
+    assert split_range(10, 3) == [(0, 4), (4, 7), (7, 10)]
+    assert split_range(2, 8) == [(0, 1), (1, 2)]
+    assert split_range(0, 4) == [(0, 0)]
+
+
+def test_bad_arguments_name_the_parameter():
+    kernel = compile_func(gemm(4, 4, 4))
+    ok = np.zeros((4, 4), "float32")
+    with pytest.raises(ValueError, match=r"argument 'A' has shape \(3, 4\), expected \(4, 4\)"):
+        kernel(np.zeros((3, 4), "float32"), ok, ok.copy())
+    with pytest.raises(ValueError, match="argument 'B' has dtype float64, expected float32"):
+        kernel(ok, np.zeros((4, 4)), ok.copy())
+    with pytest.raises(EvaluationError, match="argument 'O' is not C-contiguous"):
+        kernel(ok, ok, np.zeros((4, 4), "float32").T)
+    with pytest.raises(EvaluationError, match="'A' and 'O' overlap"):
+        kernel(ok, ok, ok)
+    with pytest.raises(TypeError, match="takes 3 arguments"):
+        kernel(ok)
+
+
+def test_thread_bound_loop_is_refused():
+    A = buf("A", (32,))
+    body = loop("tx", 32, "threadIdx.x", lambda tx: Store(A, (tx,), 1.0))
+    with pytest.raises(CodegenError, match="loop 'tx' is bound to threadIdx.x: the llvm back end runs no GPU"):
+        compile_func(PrimFunc("gpu_only", (A,), body))
+
+
+def test_identical_kernels_compile_once():
+    first, second = compile_func(gemm(8, 8, 8)), compile_func(gemm(8, 8, 8))
+    assert first is second
+    assert compile_func(gemm(8, 8, 8), opt_level=2) is not first
+    assert compile_func(gemm(8, 16, 8)) is not first
+
+
+def test_torch_tensors_are_used_in_place():
+    torch = pytest.importorskip("torch")
+    kernel = compile_func(elementwise("vectorized", 8))
+    a, b = torch.randn(32), torch.randn(32)
+    c = torch.zeros(32)
+    kernel(a, b, c)
+    torch.testing.assert_close(c, a + b)
+    with pytest.raises(ValueError, match="argument 'C' has dtype float64"):
+        kernel(a, b, torch.zeros(32, dtype=torch.float64))

@@ -1,0 +1,181 @@
+"""The measurement harness: results for good candidates, and every kind of bad candidate
+reported as data while the sweep goes on (crash, hang, wrong answer, memory blow-up, bad schedule)."""
+
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+from codegen.measure import MeasureInput, MeasureResult, Measurer, compare_array
+from flexsched.registry import get_task
+from flexsched.schedule import Parallel, Reorder, Schedule, Split
+
+pytestmark = pytest.mark.cpu
+
+SETTINGS = dict(warmup=1, repeats=3, min_run_seconds=0.001, memory_limit_bytes=4 * 2**30)
+GOOD_TASK = get_task("GMM", 16, 16, 16)
+MARKED_TASK = get_task("GMM", 13, 16, 16)  # the fault runners misbehave on M == 13 only
+SPLIT_SCHEDULE = Schedule((Split("O", "i", (4, 4)), Split("O", "j", (2, 8)),
+                           Reorder("O", ("i.0", "j.0", "i.1", "rk", "j.1")), Parallel("O", "i.0")))
+
+
+def naive(task):
+    return MeasureInput(task.ref(), Schedule().to_json())
+
+
+def split(task):
+    return MeasureInput(task.ref(), SPLIT_SCHEDULE.to_json())
+
+
+def assert_ok(result, repeats=SETTINGS["repeats"]):
+    assert result.ok, result.error
+    assert result.error == ""
+    assert math.isfinite(result.seconds) and result.seconds > 0
+    assert result.min_seconds <= result.seconds <= result.max_seconds
+    assert result.compile_seconds > 0
+    assert result.repeats == repeats
+    assert result.number >= 1
+
+
+def assert_failed(result, status, *phrases):
+    assert result.status == status, result
+    assert not result.ok
+    assert result.seconds == math.inf
+    assert "\n" not in result.error
+    for phrase in phrases:
+        assert phrase in result.error, result.error
+
+
+@pytest.fixture(autouse=True)
+def fault_runners_importable(monkeypatch):
+    """Workers import measure_faults by name from the parent's sys.path, whatever pytest's import mode."""
+    monkeypatch.syspath_prepend(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.fixture(scope="module")
+def measurer():
+    with Measurer(timeout_s=60, **SETTINGS) as shared:
+        yield shared
+
+
+def test_good_candidates_are_timed(measurer):
+    for result in measurer.measure([naive(GOOD_TASK), split(GOOD_TASK)]):
+        assert_ok(result)
+
+
+def test_one_worker_serves_many_candidates(measurer):
+    measurer.measure([naive(GOOD_TASK)])
+    pid = measurer.worker_pid
+    measurer.measure([split(GOOD_TASK)])
+    assert measurer.worker_pid == pid
+
+
+def test_illegal_schedule_is_a_build_error_naming_the_step(measurer):
+    bad = Schedule((Split("O", "i", (3, 4)),)).to_json()
+    bad_result, good_result = measurer.measure([MeasureInput(GOOD_TASK.ref(), bad), naive(GOOD_TASK)])
+    assert_failed(bad_result, "build_error", "ScheduleError", "step 1", "split", "'i'", "do not fit")
+    assert_ok(good_result)
+
+
+def test_results_round_trip_through_strict_json(measurer):
+    bad = Schedule((Split("O", "x", (4, 4)),)).to_json()
+    results = measurer.measure([naive(GOOD_TASK), MeasureInput(GOOD_TASK.ref(), bad)])
+    assert [r.status for r in results] == ["ok", "build_error"]
+    for result in results:
+        text = json.dumps(result.to_dict(), allow_nan=False)
+        assert MeasureResult.from_dict(json.loads(text)) == result
+
+
+def test_a_crash_does_not_stop_the_sweep():
+    with Measurer(timeout_s=60, runner="measure_faults:crash_runner", **SETTINGS) as crashing:
+        first = crashing.measure([naive(GOOD_TASK)])
+        first_pid = crashing.worker_pid
+        rest = crashing.measure([naive(MARKED_TASK), split(GOOD_TASK)])
+        assert crashing.worker_pid not in (None, first_pid)
+    good, crashed, after = first + rest
+    assert_ok(good)
+    assert_failed(crashed, "crash", "SIGSEGV")
+    assert_ok(after)
+
+
+def test_a_worker_that_exits_is_a_crash_naming_the_exit_code():
+    with Measurer(timeout_s=60, runner="measure_faults:exit_runner", **SETTINGS) as exiting:
+        exited, after = exiting.measure([naive(MARKED_TASK), naive(GOOD_TASK)])
+    assert_failed(exited, "crash", "exited with code 3")
+    assert_ok(after)
+
+
+def test_a_hang_times_out_and_the_next_candidate_runs():
+    with Measurer(timeout_s=3, runner="measure_faults:hang_runner", **SETTINGS) as hanging:
+        hung, after = hanging.measure([naive(MARKED_TASK), naive(GOOD_TASK)])
+    assert_failed(hung, "timeout", "killed after 3.0 s")
+    assert_ok(after)
+
+
+def test_a_wrong_answer_is_never_timed():
+    with Measurer(timeout_s=60, runner="measure_faults:wrong_runner", **SETTINGS) as wrong:
+        result, after = wrong.measure([split(MARKED_TASK), split(GOOD_TASK)])
+    assert_failed(result, "wrong_answer", "output 'O'", "max |error| 1.0e+00 at (", "tolerance")
+    assert result.repeats == 0
+    assert_ok(after)
+
+
+def test_a_memory_blow_up_is_a_runtime_error_in_a_surviving_worker():
+    with Measurer(timeout_s=60, runner="measure_faults:memory_runner", **SETTINGS) as greedy:
+        result = greedy.measure([naive(MARKED_TASK)])[0]
+        pid = greedy.worker_pid
+        after = greedy.measure([naive(GOOD_TASK)])[0]
+        assert greedy.worker_pid == pid
+    assert_failed(result, "runtime_error", "MemoryError")
+    assert_ok(after)
+
+
+def test_close_stops_the_worker():
+    with Measurer(timeout_s=60, **SETTINGS) as short_lived:
+        short_lived.measure([naive(GOOD_TASK)])
+        pid = short_lived.worker_pid
+    assert short_lived.worker_pid is None
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
+
+
+def test_a_misspelt_runner_is_refused_at_once():
+    with pytest.raises(ValueError, match="no function"):
+        Measurer(runner="codegen.measure:no_such_runner")
+    with pytest.raises(ValueError, match="module:function"):
+        Measurer(runner="codegen.measure.run_candidate")
+
+
+def test_measure_input_is_a_hashable_value():
+    first, second = naive(GOOD_TASK), MeasureInput(dict(reversed(GOOD_TASK.ref().items())), "[]")
+    assert first == second and hash(first) == hash(second)
+    assert first.task_ref == GOOD_TASK.ref()
+    first.task_ref["args"].append(99)  # a copy: the value itself cannot change
+    assert first.task_ref == GOOD_TASK.ref()
+    assert MeasureInput.of(GOOD_TASK, SPLIT_SCHEDULE) == split(GOOD_TASK)
+    with pytest.raises(AttributeError):
+        first.schedule_json = "[]"
+
+
+def test_comparison_tolerates_rounding_but_not_errors_or_nan():
+    reference = np.array([[1.0, -2.0], [3.0, 40.0]], dtype=np.float32)
+    assert compare_array(reference + np.float32(1e-3), reference) == ""  # atol scales with max|ref|
+    worse = reference.copy()
+    worse[1, 0] += 0.5
+    assert compare_array(worse, reference).startswith("max |error| 5.0e-01 at (1, 0) (tolerance 4.3e-03")
+    poisoned = reference.copy()
+    poisoned[0, 1] = np.nan
+    assert compare_array(poisoned, reference).startswith("NaN at (0, 1)")
+    assert compare_array(poisoned, poisoned) == ""  # NaN where the reference has NaN too
+    assert "shape" in compare_array(reference[:1], reference)
+
+
+def test_integers_must_match_exactly():
+    reference = np.arange(6, dtype=np.int32).reshape(2, 3)
+    assert compare_array(reference.copy(), reference) == ""
+    off = reference.copy()
+    off[1, 2] += 1
+    assert "exact match required" in compare_array(off, reference)
+    assert "at (1, 2)" in compare_array(off, reference)
