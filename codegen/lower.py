@@ -17,7 +17,6 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from analysis.access import affine_form
 from flexsched import dtypes
 from flexsched.expr import (Binary, Call, Cast, Compare, Const, IterVar, Load, Logical, Reduce, Select,
                             as_expr, binary, iter_vars_of, walk)
@@ -184,30 +183,69 @@ def _infer_region(nest, nests, tensors, inlined):
 
 def _dim_region(indices, consumer, inner, full):
     """(origin Expr, size) of one dimension over the inner loops; the whole dimension when an
-    index is not affine in the loop variables or loads disagree on the outer part."""
+    index is not affine in the inner loops or the loads disagree outside them."""
     whole = (as_expr(0, "int64"), full)
-    forms = [affine_form(index) for index in indices]
-    if not forms or any(form is None for form in forms):
+    splits = [_split_inner(index, inner) for index in indices]
+    if not splits or any(split is None for split in splits):
         return whole
-    outer_parts = [{v: c for v, c in coef.items() if v not in inner} for coef, _ in forms]
-    if any(part != outer_parts[0] for part in outer_parts):
+    outer = splits[0][1]
+    if any(split[1].keys() != outer.keys() or any(split[1][k][0] != outer[k][0] for k in outer)
+           for split in splits):
         return whole
     extent_of = {var.name: consumer.leaf_extents[loop] for loop, var in consumer.loop_vars.items()}
-    var_of = {var.name: var for var in consumer.loop_vars.values()}
     lows, highs = [], []
-    for coef, offset in forms:
-        spans = [(c, extent_of[v] - 1) for v, c in coef.items() if v in inner]
+    for coef, _, offset in splits:
+        spans = [(c, extent_of[v] - 1) for v, c in coef.items()]
         lows.append(offset + sum(c * last for c, last in spans if c < 0))
         highs.append(offset + sum(c * last for c, last in spans if c > 0))
     size = max(highs) - min(lows) + 1
     if size >= full:
         return whole
     origin = as_expr(min(lows), "int64")
-    for var_name, coef in outer_parts[0].items():
-        origin = origin + var_of[var_name] * coef if var_name in var_of else None
-        if origin is None:  # an outer variable of an enclosing stage: not expressible here
-            return whole
+    for coefficient, term in outer.values():
+        origin = origin + term * coefficient
     return origin, size
+
+
+def _split_inner(expr, inner):
+    """({inner loop var: coefficient}, {text: (coefficient, term)}, constant) with expr equal to
+    their sum, the terms being sub-expressions free of inner loops (even with // or %); None when
+    an inner loop appears non-affinely."""
+    uses_inner = any(v.name in inner for v in iter_vars_of(expr))
+    if isinstance(expr, Const):
+        return {}, {}, int(expr.value)
+    if isinstance(expr, IterVar) and expr.name in inner:
+        return {expr.name: 1}, {}, 0
+    if isinstance(expr, Binary) and expr.op in ("+", "-", "*"):
+        if expr.op == "*":
+            constant, other = (expr.a, expr.b) if not iter_vars_of(expr.a) else (expr.b, expr.a)
+            if iter_vars_of(constant):
+                return ({}, {str(expr): (1, expr)}, 0) if not uses_inner else None
+            part = _split_inner(other, inner)
+            if part is None:
+                return None
+            scale = int(_constant_value(constant))
+            coef, terms, offset = part
+            return ({k: v * scale for k, v in coef.items()},
+                    {k: (c * scale, t) for k, (c, t) in terms.items()}, offset * scale)
+        left, right = _split_inner(expr.a, inner), _split_inner(expr.b, inner)
+        if left is None or right is None:
+            return None
+        sign = 1 if expr.op == "+" else -1
+        coef, terms, offset = dict(left[0]), dict(left[1]), left[2] + sign * right[2]
+        for k, v in right[0].items():
+            coef[k] = coef.get(k, 0) + sign * v
+        for k, (c, t) in right[1].items():
+            terms[k] = (terms.get(k, (0, t))[0] + sign * c, t)
+        return ({k: v for k, v in coef.items() if v}, {k: v for k, v in terms.items() if v[0]}, offset)
+    if uses_inner:
+        return None
+    return {}, {str(expr): (1, expr)}, 0
+
+
+def _constant_value(expr):
+    from flexsched.numpy_expr import eval_expr
+    return eval_expr(expr, {}, None)
 
 
 # ---------------------------------------------------------------- 3. splits and fuses
@@ -252,10 +290,22 @@ def _split_axes(nest):
     spatial = {axis.name for axis in nest.axes}
     for axis in (*nest.axes, *nest.reduce_axes):
         value = values.get(axis.name, as_expr(0, "int64"))
-        if axis.name in spatial and nest.stage.attach == "at":
+        if axis.name in spatial and nest.stage.attach == "at" and not _region_inside(nest, axis):
             guard_value = value + nest.region_min[axis.name]
             nest.guards.append((_in_range(guard_value, axis.extent), _loops_used(nest, value)))
         nest.values[axis.name] = value
+
+
+def _region_inside(nest, axis):
+    """Whether the region of an attached stage provably stays inside the axis for every value of
+    the enclosing loops (then its copy needs no guard and can be vectorised)."""
+    from flexsched.validate import _interval
+
+    try:
+        low, high = _interval(nest.region_min[axis.name])
+    except (AttributeError, TypeError):  # a term interval arithmetic does not cover
+        return False
+    return low >= 0 and high + nest.extents[axis.name] <= axis.extent
 
 
 def _loops_used(nest, expr):
@@ -286,7 +336,9 @@ def _rewrite(expr, nest, nests, inlined, buffers, env):
                 return _rewrite(producer.body, nest, nests, inlined, buffers, inner_env)
             if target in nests and nests[target].stage.attach == "at":
                 producer = nests[target]
-                indices = tuple(index - producer.region_min[axis.name]
+                # (a stage whose region is not inferred yet reads at 0: only region inference
+                # looks at such loads, and only at the stage it is inferring)
+                indices = tuple(index - producer.region_min.get(axis.name, 0)
                                 for index, axis in zip(indices, producer.axes))
             buffer = buffers.get(target) if buffers is not None else None
             return Load(buffer if buffer is not None else _Named(target, node.tensor), indices, node.dtype)

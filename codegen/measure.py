@@ -81,6 +81,9 @@ class MeasureSettings:
     repeats: int = 5
     min_run_seconds: float = 0.01
     seed: int = 0
+    # A candidate whose checked run takes longer than this cannot be a search's best: one more
+    # timed run is enough, and the search moves on sooner.
+    slow_run_seconds: float = math.inf
 
 
 @dataclass(frozen=True)
@@ -150,14 +153,14 @@ class Measurer:
     """Measures candidates one at a time in a persistent, restartable worker process."""
 
     def __init__(self, timeout_s=60.0, warmup=1, repeats=5, min_run_seconds=0.01, seed=0,
-                 memory_limit_bytes=16 * 2**30, runner=DEFAULT_RUNNER):
+                 memory_limit_bytes=16 * 2**30, runner=DEFAULT_RUNNER, slow_run_seconds=math.inf):
         if timeout_s <= 0 or warmup < 0 or repeats < 1 or min_run_seconds < 0:
             raise ValueError("need timeout_s > 0, warmup >= 0, repeats >= 1 and min_run_seconds >= 0")
         load_runner(runner)  # a misspelt runner fails here, not once per candidate
         self.timeout_s = float(timeout_s)
         self.memory_limit_bytes = memory_limit_bytes
         self.runner = runner
-        self.settings = MeasureSettings(warmup, repeats, min_run_seconds, seed)
+        self.settings = MeasureSettings(warmup, repeats, min_run_seconds, seed, slow_run_seconds)
         self._worker = None
 
     def __enter__(self):
@@ -408,6 +411,8 @@ def time_kernel(kernel, arrays, settings, first_run_seconds):
     """Per-run seconds of each repeat, and the runs per repeat chosen so a repeat lasts at least
     min_run_seconds: estimated from the fastest of the check run and the warm-up runs, then
     raised if one untimed repeat of that many runs still falls short."""
+    if first_run_seconds >= settings.slow_run_seconds:
+        return [_time_repeat(kernel, arrays, 1)], 1
     fastest = first_run_seconds
     for _ in range(settings.warmup):
         started = time.perf_counter()

@@ -2,13 +2,18 @@
 
 A compiled parallel segment is a native function `seg(begin, end, buffers)`; ctypes drops
 the GIL for the length of each call, so chunks on different threads really run at once.
+Threads take chunks from a shared counter, several per thread: on these machines one core
+can run at half speed for seconds, and a static split would wait for it.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+
+CHUNKS_PER_THREAD = 4
 
 _pool = None
 _pool_lock = threading.Lock()
@@ -41,11 +46,21 @@ class ThreadPool:
                                             thread_name_prefix="flexsched-cpu")
 
     def run(self, kernel, extent, buffers_address):
-        """Run kernel over [0, extent) in one chunk per thread; return when every chunk is done."""
-        chunks = split_range(extent, self.threads)
-        futures = [self._executor.submit(kernel, begin, end, buffers_address) for begin, end in chunks[1:]]
-        begin, end = chunks[0]
-        kernel(begin, end, buffers_address)
+        """Run kernel over [0, extent), threads taking chunks until none is left; return when all
+        are done."""
+        chunks = split_range(extent, self.threads * CHUNKS_PER_THREAD)
+        taken = itertools.count()  # next() on a count is atomic under the GIL
+
+        def work():
+            for index in iter(lambda: next(taken), None):
+                if index >= len(chunks):
+                    return
+                begin, end = chunks[index]
+                kernel(begin, end, buffers_address)
+
+        helpers = min(self.threads, len(chunks)) - 1
+        futures = [self._executor.submit(work) for _ in range(helpers)]
+        work()
         for future in futures:
             future.result()
 

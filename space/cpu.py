@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import math
 
-from flexsched.schedule import Fuse, MAX_VECTOR_LANES, Parallel, Schedule, Vectorize
+from flexsched.schedule import (MAX_VECTOR_LANES, CacheRead, ComputeAt, Fuse, Parallel, Schedule, Vectorize,
+                                cache_stage_name)
 
 from .knobs import ChoiceKnob
-from .nest import (ATTACH_AT, ATTACH_ROOT, attach_knob, attachment, compute_at_steps, inline_steps, knob_name,
+from .nest import (ATTACH_AT, ATTACH_ROOT, attach_knob, attachment, compute_at_steps, effective_inputs,
+                   inline_steps, knob_name,
                    level, level_extents, reorder_step, split_knobs, split_loops, split_steps, trivial_loops,
                    unroll_steps)
 
@@ -22,6 +24,10 @@ LEVEL_ORDERS = (
     ("S0", "S1", "S2", "R0", "R1", "R2", "S3"),
 )
 UNROLL_LIMITS = (0, 8, 32, 128, 512)
+# Where a reducing node may copy an input into a contiguous local buffer ("packing", as BLAS
+# libraries do): at the end of one of these tiling levels; the region the loops inside read
+# is copied, so strided rows become one dense panel.
+PACK_LEVELS = ("none", "R0", "S1", "S2")
 
 
 def _is_main(info, node):
@@ -49,6 +55,9 @@ def knobs(info, target):
             result.append(ChoiceKnob(knob_name(node, "fuse"), "fuse", tuple(range(1, len(spatial) + 1))))
         if _is_main(info, node):
             result.append(ChoiceKnob(knob_name(node, "unroll"), "unroll", UNROLL_LIMITS))
+        if node.reduce:
+            result += [ChoiceKnob(f"{node.name}.pack.{tensor}", "cache_read", PACK_LEVELS)
+                       for tensor in node.inputs]
         result.append(ChoiceKnob(knob_name(node, "vectorize"), "vectorize", (1, 0)))
         knob = attach_knob(info, node, allow_at=True)
         if knob:
@@ -56,7 +65,33 @@ def knobs(info, target):
     return result
 
 
-def _node_steps(info, node, config):
+def _pack_steps(info, node, config, tokens, caches):
+    """(cache_read steps, compute_at steps) for the inputs the config packs."""
+    reads, places = [], []
+    for tensor in node.inputs if node.reduce else ():
+        level = config[f"{node.name}.pack.{tensor}"]
+        if level == "none" or not tokens.get(level):
+            continue
+        sources = effective_inputs(info, config, info.node(tensor)) if _inlined(info, config, tensor) else [tensor]
+        for source in sources:
+            if _attached_here(info, config, source):
+                continue  # a producer computed at this node is local already
+            cache = cache_stage_name(source, "local", caches)
+            caches.add(cache)
+            reads.append(CacheRead(source, "local", (node.name,)))
+            places.append(ComputeAt(cache, node.name, tokens[level][-1]))
+    return reads, places
+
+
+def _attached_here(info, config, tensor):
+    return any(n.name == tensor for n in info.nodes) and attachment(info, config, info.node(tensor)) == ATTACH_AT
+
+
+def _inlined(info, config, tensor):
+    return any(n.name == tensor for n in info.nodes) and attachment(info, config, info.node(tensor)) == "inline"
+
+
+def _node_steps(info, node, config, caches):
     """Steps for one node computed at root or at a consumer; returns (steps, parallel loop)."""
     main = _is_main(info, node)  # producers are elementwise: they have no reduce loops
     s_levels = SPATIAL_LEVELS if main else PRODUCER_LEVELS
@@ -97,16 +132,17 @@ def _node_steps(info, node, config):
     if main:
         steps += unroll_steps(node.name, [name for name in nest if name not in vectorized], extents,
                               config[knob_name(node, "unroll")], stop_at={parallel, *tokens["S0"]})
-    return steps, parallel or nest[0]
+    reads, places = _pack_steps(info, node, config, tokens, caches)
+    return reads + steps + places, parallel or nest[0]
 
 
 def emit(info, target, config):
     """The Schedule of a CPU config: inlines, then each node's nest, then compute_at."""
     steps = inline_steps(info, config)
-    anchors = {}
+    anchors, caches = {}, set()
     for node in info.nodes:
         if attachment(info, config, node) in (ATTACH_ROOT, ATTACH_AT):
-            node_steps, anchors[node.name] = _node_steps(info, node, config)
+            node_steps, anchors[node.name] = _node_steps(info, node, config, caches)
             steps += node_steps
     steps += compute_at_steps(info, config, anchors)
     return Schedule(tuple(steps))

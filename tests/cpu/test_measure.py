@@ -179,3 +179,9 @@ def test_integers_must_match_exactly():
     off[1, 2] += 1
     assert "exact match required" in compare_array(off, reference)
     assert "at (1, 2)" in compare_array(off, reference)
+
+
+def test_slow_candidates_are_timed_once():
+    with Measurer(timeout_s=60, repeats=5, slow_run_seconds=0.0) as measurer:
+        (result,) = measurer.measure([MeasureInput(get_task("GMM", 16, 16, 16).ref(), Schedule().to_json())])
+    assert result.ok and result.repeats == 1 and result.number == 1
