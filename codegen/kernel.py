@@ -53,6 +53,12 @@ class Kernel:
     def asm(self):
         return self.compiled.asm()
 
+    def save(self, directory, name=None):
+        """Write lib<name>.so with a plain C function and <name>.h; returns (library, header)."""
+        from .export import save_shared_library
+
+        return save_shared_library(self, directory, name)
+
 
 def build(task, schedule=None, target="llvm", name=None):
     """Lower task under schedule (a Schedule, its JSON, or None for the naive nest) and compile it."""

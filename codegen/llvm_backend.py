@@ -863,6 +863,7 @@ class CompiledFunc:
         self.llvm_ir = str(module)
         self._engine = llvm.create_mcjit_compiler(module, machine)
         self._engine.finalize_object()
+        self.segments = tuple(segments)  # (symbol, parallel extent or None), run in order
         self._segments = [(_SEGMENT_PROTOTYPE(self._engine.get_function_address(symbol)), extent)
                           for symbol, extent in segments]
         self._written = _written_buffers(func.body)

@@ -1,0 +1,119 @@
+"""Kernel objects: calling conventions, argument checks, what they show, and the C library."""
+
+import subprocess
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from analysis import analyze
+from codegen.kernel import build
+from flexsched.registry import get_task
+from space import generate
+
+pytestmark = pytest.mark.cpu
+
+
+@pytest.fixture(scope="module")
+def gmm():
+    task = get_task("GMM", 24, 20, 36)
+    space = generate(analyze(task), "llvm")
+    return task, build(task, space.schedule(space.random_point(4)))
+
+
+def test_numpy_and_torch_arguments_without_copies(gmm):
+    task, kernel = gmm
+    a, b = task.random_inputs(0)
+    expected = task.evaluate(a, b)[0]
+    out = torch.zeros(24, 36)
+    kernel(torch.from_numpy(a), torch.from_numpy(b), out)  # written in place: no copy made
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-4, atol=1e-4)
+    (again,) = kernel.run(a, b)
+    np.testing.assert_allclose(again, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("arrays, message", [
+    (lambda a, b, o: (a[:, :10], b, o), "argument 'A'"),
+    (lambda a, b, o: (a, b.astype("float64"), o), "argument 'B'"),
+    (lambda a, b, o: (a, b, o.T), "argument 'O'"),
+    (lambda a, b, o: (a, b), "takes 3 arrays"),
+])
+def test_bad_arguments_name_the_parameter(gmm, arrays, message):
+    task, kernel = gmm
+    a, b = task.random_inputs(0)
+    with pytest.raises((ValueError, TypeError), match=message):
+        kernel(*arrays(a, b, np.zeros((24, 36), "float32")))
+
+
+def test_kernel_shows_loop_ir_llvm_ir_and_assembly(gmm):
+    _, kernel = gmm
+    assert "for O." in kernel.loop_ir and "O[" in kernel.loop_ir
+    assert "define" in kernel.llvm_ir and "fmul" in kernel.llvm_ir or "fma" in kernel.llvm_ir
+    assert "ret" in kernel.asm()
+
+
+def test_workspaces_for_intermediate_stages():
+    task = get_task("C2D", 1, 3, 9, 9, 4, 3, 1, 1)
+    space = generate(analyze(task), "llvm")
+    config = space.config(space.random_point(0)).to_dict()
+    config["pad.attach"] = "root"  # the padded input lives in a workspace the kernel owns
+    from space import Config
+    kernel = build(task, space.schedule(space.point(Config.from_dict(config))))
+    assert [b.name for b in kernel.lowered.workspaces] == ["pad"]
+    inputs = task.random_inputs(1)
+    np.testing.assert_allclose(kernel.run(*inputs)[0], task.evaluate(*inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+C_MAIN = textwrap.dedent("""
+    #include <stdio.h>
+    #include <stdlib.h>
+    #include "{name}.h"
+    static float *load(const char *path, size_t count) {{
+        float *data = malloc(count * sizeof(float));
+        FILE *file = fopen(path, "rb");
+        if (!data || !file || fread(data, sizeof(float), count, file) != count) exit(2);
+        fclose(file);
+        return data;
+    }}
+    int main(int argc, char **argv) {{
+        {loads}
+        float *out = malloc({out_size} * sizeof(float));
+        if ({name}({args}, out) != 0) return 3;
+        FILE *file = fopen(argv[{out_arg}], "wb");
+        fwrite(out, sizeof(float), {out_size}, file);
+        fclose(file);
+        return 0;
+    }}
+""")
+
+
+@pytest.mark.parametrize("name, args, attach", [("GMM", (24, 20, 36), None), ("C2D", (1, 3, 9, 9, 4, 3, 2, 1), "root")])
+def test_shared_library_called_from_c(tmp_path, name, args, attach):
+    """A C program links the saved library and computes what the reference computes."""
+    task = get_task(name, *args)
+    space = generate(analyze(task), "llvm")
+    config = space.config(space.random_point(2)).to_dict()
+    if attach:
+        config["pad.attach"] = attach
+    from space import Config
+    kernel = build(task, space.schedule(space.point(Config.from_dict(config))))
+    library, header = kernel.save(tmp_path, "flexkernel")
+    assert library.exists() and "int flexkernel(const float *" in header.read_text()
+    inputs = task.random_inputs(3)
+    paths = []
+    for index, array in enumerate(inputs):
+        paths.append(tmp_path / f"in{index}.bin")
+        array.tofile(paths[-1])
+    loads = "\n    ".join(f"float *in{i} = load(argv[{i + 1}], {a.size});" for i, a in enumerate(inputs))
+    out_size = task.outputs[0].size
+    source = C_MAIN.format(name="flexkernel", loads=loads, out_size=out_size,
+                           args=", ".join(f"in{i}" for i in range(len(inputs))), out_arg=len(inputs) + 1)
+    (tmp_path / "main.c").write_text(source)
+    program = tmp_path / "main"
+    subprocess.run(["cc", "-O1", "-o", str(program), str(tmp_path / "main.c"), f"-I{tmp_path}", f"-L{tmp_path}",
+                    "-lflexkernel", f"-Wl,-rpath,{tmp_path}"], check=True)
+    out_path = tmp_path / "out.bin"
+    subprocess.run([str(program), *map(str, paths), str(out_path)], check=True)
+    result = np.fromfile(out_path, dtype="float32").reshape(task.outputs[0].shape)
+    np.testing.assert_allclose(result, task.evaluate(*inputs)[0], rtol=1e-4, atol=1e-4)
