@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from flexsched import dtypes
 from flexsched.expr import (Binary, Call, Cast, Compare, Const, IterVar, Load, Logical, Reduce, Select,
                             as_expr, binary, iter_vars_of, walk)
+from flexsched.numpy_expr import eval_expr
 from flexsched.reference import topological_order
 from flexsched.tensor import Tensor
+from flexsched.validate import index_interval
 
 from .ir import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, loop_var, seq
 
@@ -244,7 +246,6 @@ def _split_inner(expr, inner):
 
 
 def _constant_value(expr):
-    from flexsched.numpy_expr import eval_expr
     return eval_expr(expr, {}, None)
 
 
@@ -299,10 +300,8 @@ def _split_axes(nest):
 def _region_inside(nest, axis):
     """Whether the region of an attached stage provably stays inside the axis for every value of
     the enclosing loops (then its copy needs no guard and can be vectorised)."""
-    from flexsched.validate import _interval
-
     try:
-        low, high = _interval(nest.region_min[axis.name])
+        low, high = index_interval(nest.region_min[axis.name])
     except (AttributeError, TypeError):  # a term interval arithmetic does not cover
         return False
     return low >= 0 and high + nest.extents[axis.name] <= axis.extent
@@ -450,7 +449,7 @@ def _wrap(build, names, start, stmt, attached):
                 stmt = IfThenElse(cond, stmt)
         for producer in reversed(attached.get(name, [])):
             stmt = Allocate(producer.buffer, seq(_build(producer, nests, buffers, inlined), stmt))
-        kind = _loop_kind(nest.stage.name, name, annotation.get(name, ""))
+        kind = _loop_kind(annotation.get(name, ""))
         stmt = For(nest.loop_vars[name], nest.leaf_extents[name], kind, stmt)
     return stmt
 
@@ -463,7 +462,6 @@ def _with_root_guards(nest, stmt):
     return stmt
 
 
-def _loop_kind(stage, loop, annotation):
-    if annotation in _LOOP_KINDS:
-        return _LOOP_KINDS[annotation]
-    return annotation  # a GPU thread axis: the IR keeps it, back ends decide
+def _loop_kind(annotation):
+    """The IR kind of an annotated loop; GPU thread axes pass through for the back ends."""
+    return _LOOP_KINDS.get(annotation, annotation)

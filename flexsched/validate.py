@@ -124,7 +124,7 @@ def _index_range(index, guards):
     relevant = [g for g in guards if any(id(v) in index_vars for v in iter_vars_of(g))]
     variables = list({id(v): v for g in (index, *relevant) for v in iter_vars_of(g)}.values())
     if math.prod(v.extent for v in variables) > _EXACT_CHECK_POINTS:
-        return (*_interval(index), False)
+        return (*index_interval(index), False)
     env = axis_arrays(variables)
     values = np.broadcast_to(eval_expr(index, env, None), [v.extent for v in variables])
     mask = np.ones(values.shape, dtype=bool)
@@ -136,14 +136,15 @@ def _index_range(index, guards):
     return int(reached.min()), int(reached.max()), True
 
 
-def _interval(index):
-    """A sound (min, max) of an affine index by interval arithmetic, ignoring guards."""
+def index_interval(index):
+    """A sound (min, max) of an affine index (+, -, * by constants, // and % by positive constants)
+    over its loop variables' ranges, by interval arithmetic."""
     if isinstance(index, IterVar):
         return 0, index.extent - 1
     if isinstance(index, Const):
         return int(index.value), int(index.value)
-    a_low, a_high = _interval(index.a)
-    b_low, b_high = _interval(index.b)
+    a_low, a_high = index_interval(index.a)
+    b_low, b_high = index_interval(index.b)
     if index.op == "+":
         return a_low + b_low, a_high + b_high
     if index.op == "-":
