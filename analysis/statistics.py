@@ -29,7 +29,6 @@ def _count(expr):
     own = 0
     if isinstance(expr, (Binary, Call)) and dtypes.is_float(expr.dtype):
         own = 1
-    elif isinstance(expr, Compare) and dtypes.is_float(expr.a.dtype if dtypes.is_float(expr.a.dtype)
-                                                       else expr.b.dtype):
+    elif isinstance(expr, Compare) and (dtypes.is_float(expr.a.dtype) or dtypes.is_float(expr.b.dtype)):
         own = 1
     return own + sum(_count(child) for child in children(expr))

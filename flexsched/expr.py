@@ -193,7 +193,7 @@ def binary(op, a, b):
     if op == "/" and dtypes.is_int(dtype):
         raise DefinitionError(f"'/' on integers in '{a} / {b}': use // for integer division")
     if dtypes.is_int(dtype):
-        simpler = _integer_identity(op, a, b)
+        simpler = _fold_integer(op, a, b)
         if simpler is not None and simpler.dtype == dtype:
             return simpler
     return Binary(op, a, b, dtype)
@@ -207,7 +207,7 @@ _FOLD = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x *
          "//": lambda x, y: x // y, "%": lambda x, y: x % y}
 
 
-def _integer_identity(op, a, b):
+def _fold_integer(op, a, b):
     """Constant-fold integer arithmetic and drop x + 0, x - 0, x * 1, x // 1, x * 0 and x % 1:
     keeps generated index arithmetic readable."""
     both_const = isinstance(a, Const) and isinstance(b, Const)

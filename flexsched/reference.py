@@ -129,10 +129,10 @@ def _accumulator(combiner, dtype, shape):
     wide = "float64" if dtypes.is_float(dtype) else "int64"
     if combiner == "sum":
         return np.zeros(shape, dtype=wide)
-    info = np.finfo(wide) if dtypes.is_float(dtype) else np.iinfo(wide)
-    start = info.min if combiner == "max" else info.max
     if dtypes.is_float(dtype):
         start = -np.inf if combiner == "max" else np.inf
+    else:
+        start = np.iinfo(wide).min if combiner == "max" else np.iinfo(wide).max
     return np.full(shape, start, dtype=wide)
 
 

@@ -28,13 +28,6 @@ def grow_caps(groups, fits):
     return caps
 
 
-def product(caps):
-    result = 1
-    for value in caps.values():
-        result *= value
-    return result
-
-
 def largest_power_of_two(limit):
     """The largest power of two <= limit (at least 1)."""
     power = 1

@@ -9,10 +9,9 @@ from flexsched.schedule import (MAX_VECTOR_LANES, CacheRead, ComputeAt, Fuse, Pa
                                 cache_stage_name)
 
 from .knobs import ChoiceKnob
-from .nest import (ATTACH_AT, ATTACH_ROOT, attach_knob, attachment, compute_at_steps, effective_inputs,
-                   inline_steps, knob_name,
-                   level, level_extents, reorder_step, split_knobs, split_loops, split_steps, trivial_loops,
-                   unroll_steps)
+from .nest import (ATTACH_AT, ATTACH_INLINE, ATTACH_ROOT, attach_knob, attachment, compute_at_steps,
+                   effective_inputs, inline_steps, knob_name, level, level_extents, producer_attachment,
+                   reorder_step, split_knobs, split_loops, split_steps, trivial_loops, unroll_steps)
 
 SPATIAL_LEVELS, REDUCE_LEVELS, PRODUCER_LEVELS = 4, 3, 2
 # Orders of tiling levels for nodes with reduce loops (S: spatial level, R: reduce level).
@@ -72,23 +71,16 @@ def _pack_steps(info, node, config, tokens, caches):
         level = config[f"{node.name}.pack.{tensor}"]
         if level == "none" or not tokens.get(level):
             continue
-        sources = effective_inputs(info, config, info.node(tensor)) if _inlined(info, config, tensor) else [tensor]
+        inlined = producer_attachment(info, config, tensor) == ATTACH_INLINE
+        sources = effective_inputs(info, config, info.node(tensor)) if inlined else [tensor]
         for source in sources:
-            if _attached_here(info, config, source):
+            if producer_attachment(info, config, source) == ATTACH_AT:
                 continue  # a producer computed at this node is local already
             cache = cache_stage_name(source, "local", caches)
             caches.add(cache)
             reads.append(CacheRead(source, "local", (node.name,)))
             places.append(ComputeAt(cache, node.name, tokens[level][-1]))
     return reads, places
-
-
-def _attached_here(info, config, tensor):
-    return any(n.name == tensor for n in info.nodes) and attachment(info, config, info.node(tensor)) == ATTACH_AT
-
-
-def _inlined(info, config, tensor):
-    return any(n.name == tensor for n in info.nodes) and attachment(info, config, info.node(tensor)) == "inline"
 
 
 def _node_steps(info, node, config, caches):

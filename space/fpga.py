@@ -12,7 +12,7 @@ import math
 
 from flexsched.schedule import Buffer, Partition, Pipeline, Schedule, Unroll
 
-from .budget import grow_caps, product
+from .budget import grow_caps
 from .footprint import footprint, reads_footprint
 from .nest import (ATTACH_ROOT, attach_knob, attachment, effective_inputs, inline_steps, knob_name, level, level_extents,
                    reorder_step, split_knobs, split_loops, split_steps, trivial_loops)
@@ -31,7 +31,7 @@ def _caps(info, node, target):
     bram_limit = target.bram18k_blocks * BRAM18K_BYTES // (FLOAT_BYTES * DOUBLE_BUFFERED)
 
     def fits(caps):
-        return product(caps["pe"]) <= pe_limit and _on_chip_elements(info, node, caps) <= bram_limit
+        return math.prod(caps["pe"].values()) <= pe_limit and _on_chip_elements(info, node, caps) <= bram_limit
 
     caps = grow_caps({"tile": extents, "pe": extents}, fits)
     return {name: (None, caps["tile"][name], caps["pe"][name]) for name in extents}

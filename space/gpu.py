@@ -8,9 +8,11 @@ on the thread and tile factors, checked at the largest tiles, so every point lau
 
 from __future__ import annotations
 
+import math
+
 from flexsched.schedule import Bind, CacheRead, CacheWrite, ComputeAt, Fuse, Schedule, cache_stage_name
 
-from .budget import grow_caps, largest_power_of_two, product
+from .budget import grow_caps, largest_power_of_two
 from .footprint import reads_footprint
 from .knobs import ChoiceKnob
 from .nest import (ATTACH_ROOT, attach_knob, attachment, effective_inputs, inline_steps, knob_name, level, level_extents,
@@ -36,9 +38,9 @@ def _caps(info, node, target):
     shared_limit = target.max_shared_memory_bytes // FLOAT_BYTES
 
     def fits(caps):
-        if product(caps["threads"]) > target.max_threads_per_block:
+        if math.prod(caps["threads"].values()) > target.max_threads_per_block:
             return False
-        if product(caps["registers"]) > registers_per_thread:
+        if math.prod(caps["registers"].values()) > registers_per_thread:
             return False
         return not node.reduce or _shared_elements(info, node, caps) <= shared_limit
 

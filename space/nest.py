@@ -54,13 +54,18 @@ def attachment(info, config, node):
     return config.get(knob_name(node, "attach"), ATTACH_ROOT)
 
 
+def producer_attachment(info, config, name):
+    """Where the node producing tensor `name` is computed; None for an input."""
+    producer = next((n for n in info.nodes if n.name == name), None)
+    return None if producer is None else attachment(info, config, producer)
+
+
 def effective_inputs(info, config, node):
     """The tensors a node reads once inlined producers are substituted by what they read."""
     result = []
     for name in node.inputs:
-        producer = next((n for n in info.nodes if n.name == name), None)
-        if producer is not None and attachment(info, config, producer) == ATTACH_INLINE:
-            result += [t for t in effective_inputs(info, config, producer) if t not in result]
+        if producer_attachment(info, config, name) == ATTACH_INLINE:
+            result += [t for t in effective_inputs(info, config, info.node(name)) if t not in result]
         elif name not in result:
             result.append(name)
     return result

@@ -78,11 +78,12 @@ class Space:
 
     def neighbours(self, point):
         """[(direction, neighbour), ...] for every direction that leads somewhere."""
+        point = self._check(point)  # once, not once per direction: this runs in the search loop
         result = []
-        for direction in range(self.num_directions):
-            moved = self.move(point, direction)
+        for direction, (knob_index, knob_direction) in enumerate(self.directions):
+            moved = self.knobs[knob_index].move(point[knob_index], knob_direction)
             if moved is not None:
-                result.append((direction, moved))
+                result.append((direction, point[:knob_index] + (moved,) + point[knob_index + 1:]))
         return result
 
     def encode(self, point):
