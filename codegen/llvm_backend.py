@@ -45,6 +45,7 @@ _ITEM_SIZES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 _BITS = {"float32": 32, "float64": 64, "int32": 32, "int64": 64, "bool": 1}
 _FLOAT_MATH = ("exp", "log", "sqrt")
 _CONTRACT = ("contract",)   # lets a multiply feeding an add fuse to an FMA, and nothing more
+_NO_WRAP = ("nsw",)        # a loop counter stays below its end: it never wraps
 _SEGMENT_PROTOTYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 
 
@@ -337,6 +338,7 @@ class _FunctionEmitter:
         self.pointers = dict(zip(module_builder.func.params, pointers))
         self.env = {}           # id(loop variable) -> its value
         self.vector = None      # (variable, lanes) while emitting the one body of a vectorized loop
+        self.in_index = 0       # > 0 while emitting a tensor index: its integer math cannot overflow
         self.heap = []          # malloc'ed scratch, freed on return
 
     def emit(self, segment):
@@ -393,7 +395,7 @@ class _FunctionEmitter:
         builder.position_at_end(loop_body)
         with self._bound(var, counter):
             self.stmt(body)
-        counter.add_incoming(builder.add(counter, _int64(1)), builder.block)
+        counter.add_incoming(builder.add(counter, _int64(1), flags=_NO_WRAP), builder.block)
         builder.branch(head)
         builder.position_at_end(exit_block)
 
@@ -517,13 +519,17 @@ class _FunctionEmitter:
         """The row-major element offset of indices, in i64 (a vector when it varies over lanes)."""
         _check_indices(buffer, indices)
         flat = None
-        for index, extent in zip(indices, buffer.shape):
-            value = self._convert(self.expr(index, guarded), "int64")
-            if flat is None:
-                flat = value
-            else:
-                scaled = self._int_op(self.builder.mul, flat, _int64(extent))
-                flat = self._int_op(self.builder.add, scaled, value)
+        self.in_index += 1
+        try:
+            for index, extent in zip(indices, buffer.shape):
+                value = self._convert(self.expr(index, guarded), "int64")
+                if flat is None:
+                    flat = value
+                else:
+                    scaled = self._int_op(self.builder.mul, flat, _int64(extent))
+                    flat = self._int_op(self.builder.add, scaled, value)
+        finally:
+            self.in_index -= 1
         return _int64(0) if flat is None else flat
 
     def _address(self, buffer, pointer, flat, inbounds=True):
@@ -625,7 +631,13 @@ class _FunctionEmitter:
 
     def _int_op(self, op, a, b):
         a, b = self._unify(a, b)
-        return op(a, b)
+        return op(a, b, flags=self._index_flags())
+
+    def _index_flags(self):
+        # Index math stays within a tensor's extents (checked when defined), so it cannot wrap;
+        # saying so lets alias analysis tell neighbouring rows apart and keep accumulators in
+        # registers. Value arithmetic keeps numpy's wrapping semantics.
+        return _NO_WRAP if self.in_index else ()
 
     # ------------------------------------------------------------ expressions
 
@@ -702,7 +714,7 @@ class _FunctionEmitter:
     def _int_binary(self, op, a, b, safe_divisor):
         builder = self.builder
         if op in ("+", "-", "*"):
-            return {"+": builder.add, "-": builder.sub, "*": builder.mul}[op](a, b)
+            return {"+": builder.add, "-": builder.sub, "*": builder.mul}[op](a, b, flags=self._index_flags())
         if op in ("//", "%"):
             quotient, remainder = self._floor_divmod(a, b, safe_divisor)
             return quotient if op == "//" else remainder

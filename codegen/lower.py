@@ -337,7 +337,10 @@ def _rewrite(expr, nest, nests, inlined, buffers, env):
                 producer = nests[target]
                 # (a stage whose region is not inferred yet reads at 0: only region inference
                 # looks at such loads, and only at the stage it is inferring)
-                indices = tuple(index - producer.region_min.get(axis.name, 0)
+                # A dimension one element wide is read at 0: saying so keeps the index constant
+                # where the subtraction would not fold (e.g. a fused loop's quotient).
+                indices = tuple(as_expr(0, "int64") if producer.extents.get(axis.name) == 1
+                                else index - producer.region_min.get(axis.name, 0)
                                 for index, axis in zip(indices, producer.axes))
             buffer = buffers.get(target) if buffers is not None else None
             return Load(buffer if buffer is not None else _Named(target, node.tensor), indices, node.dtype)

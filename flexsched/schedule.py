@@ -283,6 +283,12 @@ class _Annotation(Step):
         return self.kind
 
 
+def _bounded_later(stage):
+    """A stage computed at a consumer loop runs its loops over the region that loop needs,
+    known only when lowering infers bounds; the back end checks those extents."""
+    return stage.attach == "at"
+
+
 @_step
 class Unroll(_Annotation):
     kind: ClassVar[str] = "unroll"
@@ -290,7 +296,7 @@ class Unroll(_Annotation):
     loop: str
 
     def check(self, stage, position, loop):
-        if loop.extent > MAX_UNROLL:
+        if loop.extent > MAX_UNROLL and not _bounded_later(stage):
             raise ScheduleError(f"{self.label()}: extent {loop.extent} is over the unroll limit {MAX_UNROLL}")
 
 
@@ -306,7 +312,7 @@ class Vectorize(_Annotation):
         if position != len(stage.loops) - 1:
             raise ScheduleError(f"{self.label()}: only the innermost loop of node '{stage.name}' can be "
                                 f"vectorized, not '{loop.name}'")
-        if loop.extent > MAX_VECTOR_LANES:
+        if loop.extent > MAX_VECTOR_LANES and not _bounded_later(stage):
             raise ScheduleError(f"{self.label()}: extent {loop.extent} is over {MAX_VECTOR_LANES} lanes")
 
 

@@ -21,6 +21,7 @@ class Target:
     device: str                        # human-readable description
     cores: int = 1                     # CPU threads that run a parallel loop
     vector_lanes: int = 1              # float32 lanes of the widest vector unit
+    vector_registers: int = 0          # CPU: architectural vector registers (accumulators live there)
     max_threads_per_block: int = 0     # GPU
     max_shared_memory_bytes: int = 0   # GPU, per block
     max_registers_per_thread: int = 0  # GPU
@@ -44,26 +45,26 @@ class Target:
         return replace(self, **changes)
 
 
-def _host_vector_lanes():
-    """float32 lanes of the host's widest vector unit, read from /proc/cpuinfo."""
+def _host_vector_unit():
+    """(float32 lanes, vector registers) of the host's widest vector unit, from /proc/cpuinfo."""
     try:
         with open("/proc/cpuinfo") as cpuinfo:
             flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
     except OSError:
-        return 4
+        return 4, 16
     if "avx512f" in flags:
-        return 16
+        return 16, 32   # zmm0-31
     if "avx2" in flags or "avx" in flags:
-        return 8
-    return 4
+        return 8, 16    # ymm0-15
+    return 4, 16        # xmm0-15 (x86-64 SSE), a safe guess elsewhere
 
 
 def host_cpu():
     """The machine this runs on, for the llvm back end."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    lanes = _host_vector_lanes()
-    return Target("llvm", "cpu", f"host CPU ({cores} cores, {lanes} float32 lanes)", cores=cores,
-                  vector_lanes=lanes)
+    lanes, registers = _host_vector_unit()
+    return Target("llvm", "cpu", f"host CPU ({cores} cores, {lanes} float32 lanes, {registers} vector registers)",
+                  cores=cores, vector_lanes=lanes, vector_registers=registers)
 
 
 def nvidia_h100():

@@ -1,13 +1,23 @@
 """CPU spaces: multi-level tiling, a few loop-level orders, the outer fused loop in parallel,
-the innermost loop vectorised (the paper's fixed CPU decisions), explicit unrolling."""
+the innermost loop vectorised (the paper's fixed CPU decisions), explicit unrolling, and
+where a reduction accumulates: in memory, or in a register tile.
+
+A register tile is the innermost spatial tile (level S3) of a reducing node, computed into
+a local buffer over the whole reduction and copied out after: fully unrolled, its elements
+become SSA values that LLVM keeps in vector registers. Accumulating in the output instead
+loads and stores every element at every reduction step, because LLVM cannot prove that
+neighbouring output rows do not alias the other tensors' loads. The register file bounds
+the S3 factors (checked at the largest tile, so the space stays a product).
+"""
 
 from __future__ import annotations
 
 import math
 
-from flexsched.schedule import (MAX_VECTOR_LANES, CacheRead, ComputeAt, Fuse, Parallel, Schedule, Vectorize,
-                                cache_stage_name)
+from flexsched.schedule import (MAX_VECTOR_LANES, CacheRead, CacheWrite, ComputeAt, Fuse, Parallel, Schedule,
+                                Unroll, Vectorize, cache_stage_name)
 
+from .budget import grow_caps
 from .knobs import ChoiceKnob
 from .nest import (ATTACH_AT, ATTACH_INLINE, ATTACH_ROOT, attach_knob, attachment, compute_at_steps,
                    effective_inputs, inline_steps, knob_name, level, level_extents, producer_attachment,
@@ -27,6 +37,13 @@ UNROLL_LIMITS = (0, 8, 32, 128, 512)
 # libraries do): at the end of one of these tiling levels; the region the loops inside read
 # is copied, so strided rows become one dense panel.
 PACK_LEVELS = ("none", "R0", "S1", "S2")
+# Where a reducing node accumulates: into its output (the reduce levels interleave with the
+# spatial ones, per LEVEL_ORDERS), or into a register tile of its S3 loops, copied out once.
+ACCUMULATE = ("memory", "registers")
+# The widest innermost (vectorised) tile, in vectors, and the other S3 loops' product, in
+# vector registers: the largest register tile is twice the register file, beyond which the
+# spills cost more than the tile saves.
+VECTORS_PER_ROW = 4
 
 
 def _is_main(info, node):
@@ -34,9 +51,22 @@ def _is_main(info, node):
     return node.name in info.outputs or bool(node.reduce)
 
 
-def _caps(levels):
-    # The innermost factor becomes a vector: keep it within the widest vector the IR takes.
-    return lambda loop: (None,) * (levels - 1) + (MAX_VECTOR_LANES,)
+def _caps(node, levels, target):
+    """caps_of(loop) for the split knobs: the innermost (S3) factors bounded by the register file.
+
+    The last spatial loop is usually the output's contiguous one, so it may reach a few whole
+    vectors; the other S3 factors share the vector registers."""
+    loops = split_loops(node.spatial)
+    innermost = {loop.name: None for loop in loops}
+    if loops:
+        lanes = max(1, target.vector_lanes)
+        registers = max(1, target.vector_registers or 16)
+        last = loops[-1]
+        innermost[last.name] = min(MAX_VECTOR_LANES, VECTORS_PER_ROW * lanes)
+        others = {loop.name: loop.extent for loop in loops[:-1]}
+        grown = grow_caps({"rows": others}, lambda caps: math.prod(caps["rows"].values()) <= registers)
+        innermost.update(grown["rows"])
+    return lambda loop: (None,) * (levels - 1) + (innermost.get(loop.name) or MAX_VECTOR_LANES,)
 
 
 def knobs(info, target):
@@ -44,11 +74,13 @@ def knobs(info, target):
     for node in info.nodes:
         spatial = split_loops(node.spatial)
         levels = SPATIAL_LEVELS if _is_main(info, node) else PRODUCER_LEVELS
-        result += split_knobs(node, node.spatial, levels, _caps(levels))
+        result += split_knobs(node, node.spatial, levels, _caps(node, levels, target))
         if _is_main(info, node):
             result += split_knobs(node, node.reduce, REDUCE_LEVELS)
             if split_loops(node.reduce):
                 result.append(ChoiceKnob(knob_name(node, "order"), "reorder", tuple(range(len(LEVEL_ORDERS)))))
+        if node.reduce:
+            result.append(ChoiceKnob(knob_name(node, "accumulate"), "cache_write", ACCUMULATE))
         if len(spatial) > 1:
             result.append(ChoiceKnob(knob_name(node, "inner"), "reorder", tuple(loop.name for loop in spatial)))
             result.append(ChoiceKnob(knob_name(node, "fuse"), "fuse", tuple(range(1, len(spatial) + 1))))
@@ -64,13 +96,17 @@ def knobs(info, target):
     return result
 
 
-def _pack_steps(info, node, config, tokens, caches):
-    """(cache_read steps, compute_at steps) for the inputs the config packs."""
+def _pack_steps(info, node, config, tokens, caches, reader, levels):
+    """(cache_read steps, compute_at steps) for the inputs the config packs.
+
+    reader is the stage that reads the inputs; levels maps a pack level to (stage, loops) where
+    the copy is made (levels the nest lacks are left out: the input is not packed)."""
     reads, places = [], []
     for tensor in node.inputs if node.reduce else ():
         level = config[f"{node.name}.pack.{tensor}"]
-        if level == "none" or not tokens.get(level):
+        if level not in levels or not levels[level][1]:
             continue
+        stage, loops = levels[level]
         inlined = producer_attachment(info, config, tensor) == ATTACH_INLINE
         sources = effective_inputs(info, config, info.node(tensor)) if inlined else [tensor]
         for source in sources:
@@ -78,35 +114,29 @@ def _pack_steps(info, node, config, tokens, caches):
                 continue  # a producer computed at this node is local already
             cache = cache_stage_name(source, "local", caches)
             caches.add(cache)
-            reads.append(CacheRead(source, "local", (node.name,)))
-            places.append(ComputeAt(cache, node.name, tokens[level][-1]))
+            reads.append(CacheRead(source, "local", (reader,)))
+            places.append(ComputeAt(cache, stage, loops[-1]))
     return reads, places
 
 
-def _node_steps(info, node, config, caches):
-    """Steps for one node computed at root or at a consumer; returns (steps, parallel loop)."""
-    main = _is_main(info, node)  # producers are elementwise: they have no reduce loops
-    s_levels = SPATIAL_LEVELS if main else PRODUCER_LEVELS
+def _level_names(info, node, config, stage, s_levels):
+    """(split steps, tokens {S0.., R0..: loop names}, extents) of a node's tiling levels; the
+    spatial loops split on the node, the reduce loops on `stage` (its write cache, if any)."""
     steps, names = split_steps(node.name, node, node.spatial, config, s_levels)
-    reduce_steps, reduce_names = split_steps(node.name, node, node.reduce, config, REDUCE_LEVELS)
-    steps += reduce_steps
+    reduce_steps, reduce_names = split_steps(stage, node, node.reduce, config, REDUCE_LEVELS)
     extents = level_extents(node, config, {**names, **reduce_names})
-
     tokens = {f"S{k}": level(names, node.spatial, k) for k in range(s_levels)}
     tokens.update({f"R{k}": level(reduce_names, node.reduce, k) for k in range(REDUCE_LEVELS)})
     innermost = f"S{s_levels - 1}"
     inner = config.get(knob_name(node, "inner"))
     if inner is not None:  # the chosen axis goes last in the innermost level: it is vectorised
         tokens[innermost].sort(key=lambda name: name.rsplit(".", 1)[0] == inner)
-    pattern = LEVEL_ORDERS[config[knob_name(node, "order")]] if reduce_names else \
-        [f"S{k}" for k in range(s_levels)]
-    # Length-1 loops stay out of the tiling: spatial ones outermost (fused into the parallel
-    # loop), reduce ones just inside it.
-    outer = [loop.name for loop in trivial_loops(node.spatial)]
-    nest = (outer + tokens["S0"] + [loop.name for loop in trivial_loops(node.reduce)]
-            + [name for token in pattern[1:] for name in tokens[token]])
-    steps += reorder_step(node.name, nest)
+    return steps + reduce_steps, tokens, extents
 
+
+def _parallel_outer(node, config, nest, extents, outer, tokens):
+    """Fuse the outer loops the config asks for and run them in parallel; returns (steps, nest, loop)."""
+    steps = []
     fused = outer + tokens["S0"][:config.get(knob_name(node, "fuse"), 1)]
     parallel = fused[0] if fused else None
     if len(fused) > 1:
@@ -116,16 +146,88 @@ def _node_steps(info, node, config, caches):
         nest = [parallel] + nest[len(fused):]
     if parallel:
         steps.append(Parallel(node.name, parallel))
-    vectorized = tokens[innermost][-1:] if config[knob_name(node, "vectorize")] else []
-    if vectorized and extents[vectorized[0]] > 1:
-        steps.append(Vectorize(node.name, vectorized[0]))
-    else:
-        vectorized = []
+    return steps, nest, parallel
+
+
+def _vectorize(stage, config, node, loop, extent):
+    """The Vectorize step of the innermost loop, if the config vectorises and it has lanes."""
+    return [Vectorize(stage, loop)] if config[knob_name(node, "vectorize")] and extent > 1 else []
+
+
+def _node_steps(info, node, config, caches):
+    """Steps for one node computed at root; returns (steps, (stage, loop) its producers attach at)."""
+    if node.reduce and config[knob_name(node, "accumulate")] == "registers":
+        return _register_tile_steps(info, node, config, caches)
+    main = _is_main(info, node)  # producers are elementwise: they have no reduce loops
+    s_levels = SPATIAL_LEVELS if main else PRODUCER_LEVELS
+    steps, tokens, extents = _level_names(info, node, config, node.name, s_levels)
+    innermost = f"S{s_levels - 1}"
+    reduce_names = any(tokens[f"R{k}"] for k in range(REDUCE_LEVELS))
+    pattern = LEVEL_ORDERS[config[knob_name(node, "order")]] if reduce_names else \
+        [f"S{k}" for k in range(s_levels)]
+    # Length-1 loops stay out of the tiling: spatial ones outermost (fused into the parallel
+    # loop), reduce ones just inside it.
+    outer = [loop.name for loop in trivial_loops(node.spatial)]
+    nest = (outer + tokens["S0"] + [loop.name for loop in trivial_loops(node.reduce)]
+            + [name for token in pattern[1:] for name in tokens[token]])
+    steps += reorder_step(node.name, nest)
+    parallel_steps, nest, parallel = _parallel_outer(node, config, nest, extents, outer, tokens)
+    steps += parallel_steps
+    vectorized = tokens[innermost][-1:]
+    vector_steps = _vectorize(node.name, config, node, vectorized[0], extents[vectorized[0]]) if vectorized else []
+    steps += vector_steps
+    vectorized = vectorized if vector_steps else []
     if main:
         steps += unroll_steps(node.name, [name for name in nest if name not in vectorized], extents,
                               config[knob_name(node, "unroll")], stop_at={parallel, *tokens["S0"]})
-    reads, places = _pack_steps(info, node, config, tokens, caches)
-    return reads + steps + places, parallel or nest[0]
+    levels = {name: (node.name, tokens[name]) for name in PACK_LEVELS[1:] if name in tokens}
+    reads, places = _pack_steps(info, node, config, tokens, caches, node.name, levels)
+    return reads + steps + places, (node.name, parallel or nest[0])
+
+
+def _register_tile_steps(info, node, config, caches):
+    """A reducing node that accumulates its S3 tile in a local buffer over the whole reduction:
+    the node keeps the spatial tiling and copies the tile out; its write cache holds the
+    reduce levels, outermost first, then the tile's loops, unrolled, the chosen axis vectorised."""
+    tile_stage = f"{node.name}.local"  # the name CacheWrite gives; later read caches avoid it
+    caches.add(tile_stage)
+    steps = []
+    level_steps, tokens, extents = _level_names(info, node, config, tile_stage, SPATIAL_LEVELS)
+    steps += level_steps
+    outer = [loop.name for loop in trivial_loops(node.spatial)]
+    nest = outer + [name for k in range(SPATIAL_LEVELS) for name in tokens[f"S{k}"]]
+    steps += reorder_step(node.name, nest)
+    parallel_steps, nest, parallel = _parallel_outer(node, config, nest, extents, outer, tokens)
+    steps += parallel_steps
+    copy_out = tokens["S3"]
+    vector_steps = _vectorize(node.name, config, node, copy_out[-1], extents[copy_out[-1]]) if copy_out else []
+    # The copy-out indexes the tile by its loops: unrolled, every index is a constant and
+    # the tile can stay in registers.
+    steps += vector_steps + [Unroll(node.name, name) for name in copy_out[:-1 if vector_steps else None]
+                             if extents[name] > 1]
+    anchor = [name for name in nest if name not in tokens["S3"]][-1]
+
+    # The tile's loops keep the node's loop names; compute_at bounds them to the S3 factors.
+    tile = [loop.name for loop in node.spatial]
+    tile_extent = {name.rsplit(".", 1)[0]: extents[name] for name in tokens["S3"]}
+    inner = config.get(knob_name(node, "inner"))
+    if inner is not None:
+        tile.sort(key=lambda name: name == inner)
+    reduce_nest = ([loop.name for loop in trivial_loops(node.reduce)]
+                   + [name for k in range(REDUCE_LEVELS) for name in tokens[f"R{k}"]])
+    steps += reorder_step(tile_stage, reduce_nest + tile)
+    steps.append(ComputeAt(tile_stage, node.name, anchor))
+    vector_steps = _vectorize(tile_stage, config, node, tile[-1], tile_extent.get(tile[-1], 1))
+    unrolled = tile[:-1] if vector_steps else tile
+    steps += vector_steps + [Unroll(tile_stage, name) for name in unrolled if tile_extent.get(name, 1) > 1]
+    # The unroll knob bounds the whole unrolled body: tile points times reduce steps.
+    tile_points = math.prod(tile_extent.get(name, 1) for name in unrolled)
+    steps += unroll_steps(tile_stage, reduce_nest, extents, config[knob_name(node, "unroll")] // tile_points,
+                          stop_at=set(tokens["R0"]))
+    levels = {"R0": (tile_stage, tokens["R0"])}  # S1 and S2 copies would sit outside the reader
+    reads, places = _pack_steps(info, node, config, tokens, caches, tile_stage, levels)
+    first = (reduce_nest + tile)[0]
+    return [CacheWrite(node.name, "local")] + reads + steps + places, (tile_stage, first)
 
 
 def emit(info, target, config):

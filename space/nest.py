@@ -50,8 +50,27 @@ def split_knobs(node, loops, parts, caps_of=None):
 
 
 def attachment(info, config, node):
-    """The attach decision of a node under a config; nodes without an attach knob are at root."""
-    return config.get(knob_name(node, "attach"), ATTACH_ROOT)
+    """The attach decision of a node under a config; nodes without an attach knob are at root.
+
+    'at' needs one consumer; when that consumer is inlined into several, the node is computed
+    at root instead (the knob cannot know, since inlining is a decision of the same config)."""
+    value = config.get(knob_name(node, "attach"), ATTACH_ROOT)
+    if value == ATTACH_AT and len(scheduled_consumers(info, config, node)) != 1:
+        return ATTACH_ROOT
+    return value
+
+
+def scheduled_consumers(info, config, node):
+    """The scheduled (not inlined) nodes that read a node, directly or through inlined ones."""
+    result = []
+    for name in node.consumers:
+        consumer = info.node(name)
+        if attachment(info, config, consumer) == ATTACH_INLINE:
+            found = scheduled_consumers(info, config, consumer)
+        else:
+            found = [consumer]
+        result += [c for c in found if all(c.name != r.name for r in result)]
+    return result
 
 
 def producer_attachment(info, config, name):
@@ -77,20 +96,18 @@ def inline_steps(info, config):
 
 
 def scheduled_consumer(info, config, node):
-    """The consumer a node is computed inside: its consumer, skipping consumers that are inlined."""
-    consumer = info.node(node.consumers[0])
-    while attachment(info, config, consumer) == ATTACH_INLINE:
-        consumer = info.node(consumer.consumers[0])
-    return consumer
+    """The consumer a node attached 'at' is computed inside (its only scheduled consumer)."""
+    return scheduled_consumers(info, config, node)[0]
 
 
 def compute_at_steps(info, config, anchors):
-    """ComputeAt for nodes attached 'at': inside the anchor loop of their consumer."""
+    """ComputeAt for nodes attached 'at': inside their consumer's anchor, which anchors maps
+    to (the stage that reads the node, e.g. the consumer's write cache, and its loop)."""
     steps = []
     for node in info.nodes:
         if attachment(info, config, node) == ATTACH_AT:
-            consumer = scheduled_consumer(info, config, node)
-            steps.append(ComputeAt(node.name, consumer.name, anchors[consumer.name]))
+            stage, loop = anchors[scheduled_consumer(info, config, node).name]
+            steps.append(ComputeAt(node.name, stage, loop))
     return steps
 
 

@@ -238,6 +238,49 @@ def test_an_illegal_hand_edit_of_a_generated_schedule_is_refused():
     space = generate(analyze(get_task("GMM", 16, 16, 16)), "llvm")
     schedule = space.schedule(space.random_point(0))
     data = json.loads(schedule.to_json())
-    data[0]["factors"] = [5, 5, 1, 1]
+    split = next(step for step in data if step["kind"] == "split")
+    split["factors"] = [5, 5, 1, 1]
     with pytest.raises(ScheduleError, match="ceil"):
         type(schedule).from_json(json.dumps(data)).apply(space.info)
+
+
+def _cpu_config(space, seed=0, **values):
+    """A config of a CPU space with some knobs set by hand (knob names use '.' for '__')."""
+    config = space.config(space.random_point(seed)).to_dict()
+    config.update({name.replace("__", "."): value for name, value in values.items()})
+    return Config.from_dict(config)
+
+
+def test_register_tile_accumulates_the_innermost_tile_over_the_whole_reduction():
+    info = analyze(get_task("GMM", 64, 64, 64))
+    space = generate(info, "llvm")
+    config = _cpu_config(space, O__accumulate="registers", O__split__i=(2, 2, 4, 4), O__split__j=(2, 1, 2, 16),
+                         O__inner="j", O__vectorize=1)
+    state = check_point(space, space.point(config))
+    tile = state.stages["O.local"]
+    assert tile.attach == "at" and tile.attach_to == ("O", "j.2")  # just outside the S3 loops
+    kinds = {loop.name: loop.annotation for loop in tile.loops}
+    assert kinds["j"] == "vectorize" and kinds["i"] == "unroll"
+    reduce_positions = [n for n, loop in enumerate(tile.loops) if loop.kind == "reduce"]
+    assert reduce_positions == list(range(len(reduce_positions)))  # every reduce loop outside the tile
+    assert not state.stages["O"].has_reduce  # the node itself only copies the tile out
+
+
+def test_innermost_tile_is_bounded_by_the_register_file():
+    target = get_target("llvm").with_(vector_lanes=8, vector_registers=16)
+    for task in (get_task("GMM", 64, 64, 64), get_task("C2D", 1, 8, 14, 14, 32, 3, 1, 1)):
+        info = analyze(task)
+        node = info.nodes[-1]
+        space = generate(info, target)
+        caps = {knob.name: knob.caps[-1] for knob in space.knobs if knob.name.startswith(f"{node.name}.split.")}
+        spatial = [f"{node.name}.split.{loop.name}" for loop in node.spatial if loop.extent > 1]
+        assert caps[spatial[-1]] == 4 * 8  # the contiguous loop: up to four vectors
+        assert math.prod(caps[name] for name in spatial[:-1]) <= 16  # the rest: one register each
+
+
+def test_producer_inlined_into_several_consumers_is_not_computed_at_one_of_them():
+    info = analyze(softmax_rows(6, 13))
+    space = generate(info, "llvm")
+    config = _cpu_config(space, row_max__attach="at", E__attach="inline")
+    state = check_point(space, space.point(config))
+    assert state.stages["row_max"].attach == "root"  # E reads it for both 'total' and 'S'
