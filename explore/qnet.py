@@ -14,12 +14,24 @@ Everything is seeded: the same seed and the same transitions give the same netwo
 
 from __future__ import annotations
 
+import contextlib
 import copy
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 from torch import nn
+
+
+@contextlib.contextmanager
+def one_thread():
+    """The network is tiny: more threads only spin against the measurement worker and other jobs."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 class QNetwork(nn.Module):
@@ -67,7 +79,7 @@ class QLearner:
 
     def q_values(self, encoding):
         """X's Q-value for every direction of the space at this point."""
-        with torch.no_grad():
+        with torch.no_grad(), one_thread():
             return self.network(torch.from_numpy(np.asarray(encoding, np.float32))[None])[0].numpy()
 
     def remember(self, start, direction, end, reward, terminal):
@@ -80,6 +92,10 @@ class QLearner:
         """Some epochs of minibatches over the memory towards alpha * max Y(e) + r; then Y = X."""
         if not self.transitions:
             return None
+        with one_thread():
+            return self._train()
+
+    def _train(self):
         starts = torch.from_numpy(np.stack([t.start for t in self.transitions]))
         ends = torch.from_numpy(np.stack([t.end for t in self.transitions]))
         directions = torch.tensor([t.direction for t in self.transitions])

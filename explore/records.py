@@ -116,7 +116,7 @@ class RecordWriter:
                 self._file.write("\n")
 
     def append(self, data):
-        self._file.write(json.dumps(data, sort_keys=True) + "\n")
+        self._file.write(json.dumps(data) + "\n")  # insertion order: configs keep knob order
         self._file.flush()
         os.fsync(self._file.fileno())
 
