@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 TORCH := torch==2.13.0
 
-.PHONY: demo test test-all clean
+.PHONY: demo table3 test test-all clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,7 +14,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $@
 
-demo: $(VENV)/.installed  ## the main job on a small default: analyse the paper's operators
+demo: $(VENV)/.installed  ## the main job on a small default: tune GMM 256^3 on this CPU (q-method, 20 trials)
+	rm -f demo_records.jsonl
+	$(VENV)/bin/flexsched tune GMM 256 256 256 --trials 20 --method q --log demo_records.jsonl
+	$(VENV)/bin/flexsched best demo_records.jsonl --top 3
+
+table3: $(VENV)/.installed  ## static analysis of the paper's operators against its Table 3
 	$(PY) experiments/analysis_table.py
 
 test: $(VENV)/.installed  ## the test suite (slow sweeps skipped)
@@ -24,4 +29,4 @@ test-all: $(VENV)/.installed  ## every test, slow sweeps included
 	$(PY) -m pytest -m ''
 
 clean:
-	rm -rf $(VENV) *.egg-info .pytest_cache
+	rm -rf $(VENV) *.egg-info .pytest_cache demo_records.jsonl

@@ -1,10 +1,11 @@
-"""The `flexsched` command line: list operators, analyse one, show its schedule space."""
+"""The `flexsched` command line: list operators, analyse one, show its schedule space, tune it."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import time
 
 from .errors import FlexschedError
 
@@ -34,6 +35,26 @@ def _build_parser():
     space.add_argument("--json", action="store_true", help="print one JSON object")
     space.add_argument("--example", type=int, metavar="SEED",
                        help="also print the schedule of the random point drawn with this seed")
+    tune = commands.add_parser("tune", help="search the schedule space of an operator for its fastest schedule")
+    tune.add_argument("op", metavar="OP", help="operator name (see `flexsched ops`)")
+    tune.add_argument("args", metavar="ARG", nargs="*", help="the operator's arguments")
+    tune.add_argument("--target", default="llvm", help="llvm (this CPU, measured) or fpga (modelled); default llvm")
+    tune.add_argument("--device", help="the device of an fpga target, e.g. vu9p (passed on as fpga:DEVICE)")
+    tune.add_argument("--trials", type=int, default=100, help="points to evaluate, warm-up included (default 100)")
+    tune.add_argument("--method", default="q", choices=("q", "p", "random"),
+                      help="q: Q-network directions, p: every direction, random: random points (default q)")
+    tune.add_argument("--starts", type=int, default=4, help="start points per round (default 4)")
+    tune.add_argument("--early-stop", type=int, metavar="N",
+                      help="stop after N trials without a 1%% improvement of the best")
+    tune.add_argument("--log", metavar="FILE", help="append every evaluated point to this JSON-lines file")
+    tune.add_argument("--resume", action="store_true",
+                      help="continue from the records in --log without measuring them again")
+    tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
+    best = commands.add_parser("best", help="the best records of a tuning record file")
+    best.add_argument("file", metavar="FILE", help="a record file written by `flexsched tune --log`")
+    best.add_argument("--top", type=int, default=5, help="how many records per task and target (default 5)")
+    best.add_argument("--json", action="store_true", help="one JSON object per record")
     return parser
 
 
@@ -102,6 +123,88 @@ def _cmd_space(args, out):
         out.write(space.schedule(point).apply(info).describe() + "\n")
 
 
+class ProgressBar:
+    """trials, best GFLOPS and elapsed time on one line of stderr (redrawn on a terminal,
+    otherwise a line about every tenth of the budget)."""
+
+    WIDTH = 24
+
+    def __init__(self, total, stream):
+        self.total = max(1, total)
+        self.stream = stream
+        self.started = time.monotonic()
+        self.redraw = stream.isatty()
+        self._last_line = 0
+
+    def __call__(self, history):
+        done = len(history)
+        if not self.redraw and done < self.total and done - self._last_line < max(1, self.total // 10):
+            return
+        self._last_line = done
+        filled = min(self.WIDTH, self.WIDTH * done // self.total)
+        elapsed = int(time.monotonic() - self.started)
+        text = (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{self.total} trials  "
+                f"best {history.best_gflops:.2f} GFLOPS  {elapsed // 60}:{elapsed % 60:02d}")
+        self.stream.write(("\r" + text) if self.redraw else text + "\n")
+        self.stream.flush()
+
+    def finish(self):
+        if self.redraw:
+            self.stream.write("\n")
+
+
+def _cmd_tune(args, out):
+    from explore.optimize import optimize
+
+    task = task_from_command_line(args.op, args.args)
+    target = f"{args.target}:{args.device}" if args.device else args.target
+    progress = ProgressBar(args.trials, sys.stderr)
+    try:
+        result = optimize(task, target, trials=args.trials, method=args.method, log=args.log, resume=args.resume,
+                          seed=args.seed, starts=args.starts, early_stopping=args.early_stop, progress=progress)
+    finally:
+        progress.finish()
+    summary = result.summary()
+    out.write(f"{summary['task']} on {result.target.name} ({result.target.device}), method {result.method}: "
+              f"best {result.gflops:.2f} GFLOPS ({result.seconds * 1e3:.4g} ms per run)\n")
+    out.write(f"{result.trials} trials ({result.evaluated} evaluated now, {summary['ok']} ok), "
+              f"stopped by {result.stop_reason}, {summary['elapsed']:.1f} s\n")
+    out.write(f"config: {result.config.to_json()}\n")
+    if args.log:
+        out.write(f"records: {args.log} (rebuild the best with explore.optimize.build_best)\n")
+    if args.json:
+        out.write(json.dumps(summary) + "\n")
+
+
+def _cmd_best(args, out):
+    import os
+    from collections import defaultdict
+
+    from explore.records import best_records, load_records
+
+    if not os.path.exists(args.file):
+        raise FlexschedError(f"no record file '{args.file}'")
+    records = load_records(args.file)
+    groups = defaultdict(list)
+    for record in records:
+        groups[(record.task_ref["name"], tuple(record.task_ref["args"]), record.target.get("name"))].append(record)
+    if not groups:
+        raise FlexschedError(f"{args.file}: no records")
+    for (name, task_args, target), group in groups.items():
+        best = best_records(group, args.top)
+        if args.json:
+            for record in best:
+                out.write(json.dumps(dict(record.data)) + "\n")
+            continue
+        ok = sum(r.ok for r in group)
+        out.write(f"{name}({', '.join(map(str, task_args))}) on {target}: {len(group)} records, {ok} ok\n")
+        if not best:
+            out.write("  no successful record\n")
+        for rank, record in enumerate(best, 1):
+            out.write(f"  {rank}. {record.gflops:.2f} GFLOPS  {record.seconds * 1e3:.4g} ms  "
+                      f"(line {record.line}, {record.data.get('method', '?')})  {json.dumps(record.data['config'])}\n")
+
+
 def format_space(space):
     """The knobs of a space as a table under a one-line summary."""
     rows = [("knob", "kind", "values", "directions")]
@@ -138,7 +241,7 @@ def format_analysis(info):
     return "".join(lines)
 
 
-_COMMANDS = {"ops": _cmd_ops, "analyze": _cmd_analyze, "space": _cmd_space}
+_COMMANDS = {"ops": _cmd_ops, "analyze": _cmd_analyze, "space": _cmd_space, "tune": _cmd_tune, "best": _cmd_best}
 
 
 def main(argv=None, out=None):
@@ -150,6 +253,10 @@ def main(argv=None, out=None):
     except FlexschedError as err:
         sys.stderr.write(f"flexsched: error: {err}\n")
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        if getattr(args, "log", None):
+            sys.stderr.write(f"flexsched: interrupted; every finished point is in {args.log} (continue with --resume)\n")
+        return 130
     except BrokenPipeError:  # `flexsched ops | head`: the reader left, nothing is wrong
         sys.stderr.close()
     return 0

@@ -1,0 +1,131 @@
+"""The set H of evaluated points, their performance E, the best E*, and the start picker.
+
+E is GFLOPS (the analysed FLOPs over the seconds per run; 0 for a failed point), so a bigger E
+is better and every formula below is scale-free. Points are keyed twice: by their index tuple
+and by their schedule's JSON, because different points can give the same schedule (the knobs
+of an inlined producer are dead); a point whose schedule was already evaluated is never
+evaluated again.
+
+Start picker (the paper's simulated-annealing heuristic, sec. 5.1): a point p of H is a start
+with probability proportional to exp(-gamma * (E* - E_p) / E*). The best point has weight 1;
+a point at half the best has exp(-gamma / 2). Several starts are drawn without replacement.
+Only successful points can be starts (a failed point has no E_p to measure a reward against).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .evaluator import Evaluation
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One evaluated point of H."""
+
+    trial: int            # 0-based order of evaluation (resumed entries keep their logged order)
+    point: tuple
+    schedule_key: str     # the schedule's JSON: two points with one key are one candidate
+    evaluation: Evaluation
+    gflops: float         # E: 0.0 unless ok
+    elapsed: float        # seconds since the search started when this point's result came back
+    origin: tuple | None = None  # (start point, direction) the point was reached by, if any
+
+    @property
+    def ok(self):
+        return self.evaluation.ok
+
+    @property
+    def seconds(self):
+        return self.evaluation.seconds
+
+
+class History:
+    """H: evaluated points in order, looked up by point or schedule; E* and the start picker."""
+
+    def __init__(self, flops):
+        self.flops = float(flops)
+        self.entries: list[Entry] = []
+        self._by_key: dict[str, Entry] = {}
+        self._visited: dict[tuple, Entry] = {}  # every point known to map to an evaluated schedule
+        self._best: Entry | None = None
+
+    def __len__(self):
+        return len(self.entries)
+
+    def __iter__(self):
+        return iter(self.entries)
+
+    def gflops_of(self, evaluation):
+        return self.flops / evaluation.seconds / 1e9 if evaluation.ok and evaluation.seconds > 0 else 0.0
+
+    def add(self, point, schedule_key, evaluation, elapsed, origin=None):
+        """Record a newly evaluated point; adding a point or schedule twice is a bug in the caller."""
+        point = tuple(point)
+        if point in self._visited or schedule_key in self._by_key:
+            raise ValueError(f"point {point} (or its schedule) was already evaluated")
+        entry = Entry(len(self.entries), point, schedule_key, evaluation, self.gflops_of(evaluation),
+                      float(elapsed), origin)
+        self.entries.append(entry)
+        self._by_key[schedule_key] = entry
+        self._visited[point] = entry
+        if entry.ok and (self._best is None or entry.gflops > self._best.gflops):
+            self._best = entry
+        return entry
+
+    def alias(self, point, schedule_key):
+        """Note that `point` gives an already evaluated schedule; returns that entry."""
+        entry = self._by_key[schedule_key]
+        self._visited[tuple(point)] = entry
+        return entry
+
+    def is_visited(self, point):
+        return tuple(point) in self._visited
+
+    def entry_for_key(self, schedule_key):
+        return self._by_key.get(schedule_key)
+
+    def entry_of(self, point):
+        return self._visited.get(tuple(point))
+
+    @property
+    def best(self):
+        """The best successful entry, or None while nothing has succeeded."""
+        return self._best
+
+    @property
+    def best_gflops(self):
+        return self._best.gflops if self._best else 0.0
+
+    @property
+    def num_ok(self):
+        return sum(entry.ok for entry in self.entries)
+
+    def start_weights(self, gamma):
+        """(successful entries, their weights exp(-gamma (E* - E_p) / E*)), best weight 1."""
+        candidates = [entry for entry in self.entries if entry.ok]
+        best = self.best_gflops
+        if not candidates or best <= 0:
+            return [], np.zeros(0)
+        weights = np.array([math.exp(-gamma * (best - entry.gflops) / best) for entry in candidates])
+        return candidates, weights
+
+    def pick_starts(self, rng, count, gamma):
+        """Up to `count` distinct successful entries drawn with probability proportional to their weight."""
+        candidates, weights = self.start_weights(gamma)
+        if not candidates:
+            return []
+        count = min(count, len(candidates))
+        chosen = rng.choice(len(candidates), size=count, replace=False, p=weights / weights.sum())
+        return [candidates[i] for i in chosen]
+
+    def best_curve(self):
+        """[(trial, elapsed, best GFLOPS so far)] after each entry, for plots."""
+        curve, best = [], 0.0
+        for entry in self.entries:
+            best = max(best, entry.gflops)
+            curve.append((entry.trial + 1, entry.elapsed, best))
+        return curve

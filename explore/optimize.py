@@ -1,0 +1,156 @@
+"""optimize(): tune a task on a target and hand back the best config, its time, GFLOPS and kernel.
+
+With `log`, every evaluated point is appended to a JSON-lines record file as it comes back.
+With `resume=True`, the records of the same task and target already in that file join the
+history first and are never evaluated again; the trial budget counts them. What resume
+guarantees: no recorded point is re-measured, the best can only stay or improve, and the run
+continues deterministically for a given seed and record file (the random generator is seeded
+from the seed and the number of resumed records; the Q-network is retrained from the logged
+moves). It does not promise the same points an uninterrupted run would have visited.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from flexsched.target import get_target
+
+from .evaluator import ExplorationError, evaluator_for
+from .history import History
+from .records import RecordWriter, best_records, load_records, record_line
+from .methods import DEFAULT_GAMMA
+from .search import Search
+
+
+@dataclass(frozen=True)
+class TuneResult:
+    """The outcome of a tuning run; kernel is None for targets this process cannot build for."""
+
+    task: Any
+    target: Any
+    method: str
+    config: Any           # space.Config of the best point
+    schedule: Any         # its flexsched.schedule.Schedule
+    seconds: float
+    gflops: float
+    kernel: Any
+    history: History
+    trials: int           # points in the history (resumed ones included)
+    evaluated: int        # points evaluated by this run
+    stop_reason: str
+
+    def summary(self):
+        """A JSON-ready summary (the CLI's --json line)."""
+        return {"task": str(self.task), "target": self.target.name, "method": self.method,
+                "trials": self.trials, "evaluated": self.evaluated, "ok": self.history.num_ok,
+                "stop_reason": self.stop_reason, "best_seconds": self.seconds, "best_gflops": self.gflops,
+                "config": self.config.to_dict(), "elapsed": self.history.entries[-1].elapsed}
+
+
+def _task_of(task):
+    if isinstance(task, (tuple, list)):
+        from flexsched.registry import get_task
+
+        return get_task(*task)
+    return task
+
+
+def resumed_history(path, task, target, space):
+    """A History holding the file's records of this task and target (duplicates dropped)."""
+    from .evaluator import Evaluation
+
+    history = History(space.info.flops)
+    for record in load_records(path):
+        if not record.matches(task, target):
+            continue
+        point = space.point(record.config)
+        key = space.schedule(point).to_json()
+        if history.is_visited(point) or history.entry_for_key(key) is not None:
+            continue
+        origin = record.data.get("origin")
+        if origin is not None:
+            origin = (tuple(origin["start"]), int(origin["direction"]))
+        history.add(point, key, Evaluation.from_dict(record.data["result"]), record.data.get("elapsed", 0.0),
+                    origin)
+    return history
+
+
+def build_best(path, task=None, target="llvm"):
+    """The kernel of the best record in a file, built without searching (of `task` if given)."""
+    from analysis import analyze
+    from codegen.kernel import build
+    from flexsched.registry import task_from_ref
+    from space import generate
+
+    target = get_target(target)
+    task = _task_of(task) if task is not None else None
+    best = best_records(load_records(path), 1, task, target)
+    if not best:
+        raise ExplorationError(f"{path}: no successful record"
+                               + (f" of {task} on {target.name}" if task is not None else ""))
+    task = task or task_from_ref(best[0].task_ref)
+    space = generate(analyze(task), target)
+    return build(task, space.schedule(best[0].config))
+
+
+def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False, seed=0, evaluator=None,
+             starts=4, gamma=DEFAULT_GAMMA, early_stopping=None, min_improvement=0.01, build_kernel=True, progress=None,
+             evaluator_options=None, **method_options):
+    """Search the schedule space of `task` on `target`; a TuneResult with the best point found.
+
+    task: a Task, or (name, *args). method: "q" (Q-network directions), "p" (every direction)
+    or "random". log: a JSON-lines record file; resume: continue from it. evaluator: any
+    explore.evaluator.Evaluator (default: the target kind's, closed afterwards). progress: called
+    with the History after each evaluated point. early_stopping: stop after this many trials
+    without a relative improvement of min_improvement.
+    """
+    from analysis import analyze
+    from space import generate
+
+    task = _task_of(task)
+    target = get_target(target)
+    if resume and not log:
+        raise ExplorationError("resume needs a record file (log=...)")
+    if trials < 1:
+        raise ExplorationError(f"trials must be at least 1, got {trials}")
+    space = generate(analyze(task), target)
+    if resume and os.path.exists(log):
+        history = resumed_history(log, task, target, space)
+    else:
+        history = History(space.info.flops)
+
+    own_evaluator = evaluator is None
+    evaluator = evaluator if evaluator is not None else evaluator_for(target, **(evaluator_options or {}))
+    writer = RecordWriter(log) if log else None
+
+    def on_entry(entry):
+        if writer:
+            writer.append(record_line(task, target, entry, method, seed, space))
+        if progress:
+            progress(history)
+
+    try:
+        search = Search(task, space, evaluator, method, seed=seed, starts=starts, gamma=gamma,
+                        early_stopping=early_stopping, min_improvement=min_improvement, on_entry=on_entry,
+                        **method_options)
+        outcome = search.run(trials, history)
+    finally:
+        if writer:
+            writer.close()
+        if own_evaluator:
+            evaluator.close()
+
+    history = outcome.history
+    best = history.best
+    if best is None:  # only possible when every resumed point failed and the budget was spent
+        raise ExplorationError(f"no point of {task} succeeded in {len(history)} trials")
+    schedule = space.schedule(best.point)
+    kernel = None
+    if build_kernel and target.kind == "cpu":
+        from codegen.kernel import build
+
+        kernel = build(task, schedule)
+    return TuneResult(task, target, method, space.config(best.point), schedule, best.seconds, best.gflops,
+                      kernel, history, len(history), len(history) - outcome.resumed, outcome.stop_reason)

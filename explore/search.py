@@ -1,0 +1,133 @@
+"""The search loop shared by every method: warm-up, propose, evaluate, record, stop.
+
+Stopping rules (the same for q, p and random): the trial budget (evaluated points, warm-up
+included, resumed points included); early stopping when the best E has not improved by at
+least `min_improvement` (relative: 0.01 = 1%) within the last `early_stopping` trials; and an
+exhausted space (no unvisited point can be found).
+
+Warm-up: while no point has succeeded, random unvisited points are evaluated in batches of
+`starts`, up to `max_warmup` points even if that exceeds the trial budget, so a search never
+hands back an all-failed history; if every one fails, ExplorationError quotes the first failure.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from .evaluator import ExplorationError
+from .history import History
+from .methods import DEFAULT_GAMMA, make_method
+
+
+class EarlyStopping:
+    """Stop when the best has not grown by a relative min_improvement within `patience` trials."""
+
+    def __init__(self, patience=None, min_improvement=0.01):
+        self.patience = patience
+        self.min_improvement = min_improvement
+        self._reference = 0.0
+        self._last_improved = 0
+
+    def update(self, entry):
+        if entry.gflops > self._reference * (1.0 + self.min_improvement):
+            self._reference = entry.gflops
+            self._last_improved = entry.trial
+
+    def should_stop(self, trials_done):
+        return self.patience is not None and trials_done - 1 - self._last_improved >= self.patience
+
+
+@dataclass(frozen=True)
+class SearchOutcome:
+    history: History
+    stop_reason: str  # "trials", "early_stopping" or "exhausted"
+    resumed: int      # entries that came from a record file, not evaluated in this run
+
+
+class Search:
+    """One tuning job: a task's space searched by a method with an evaluator."""
+
+    def __init__(self, task, space, evaluator, method="q", seed=0, starts=4, gamma=DEFAULT_GAMMA, early_stopping=None,
+                 min_improvement=0.01, max_warmup=64, on_entry=None, **method_options):
+        self.task = task
+        self.space = space
+        self.evaluator = evaluator
+        self.method_name = method
+        self.seed = seed
+        self.starts = starts
+        self.gamma = gamma
+        self.max_warmup = max_warmup
+        self.early_stopping = early_stopping
+        self.min_improvement = min_improvement
+        self.on_entry = on_entry or (lambda entry: None)
+        self.method_options = method_options
+
+    def run(self, trials, history=None):
+        """Search until a stopping rule holds; `history` carries resumed entries (not re-evaluated)."""
+        history = history if history is not None else History(self.space.info.flops)
+        resumed = len(history)
+        # Seeded by the seed and the resumed count: a resumed run continues deterministically.
+        rng = np.random.default_rng([self.seed, resumed])
+        method = make_method(self.method_name, self.space, history, rng, seed=self.seed, starts=self.starts,
+                             gamma=self.gamma, **self.method_options)
+        method.replay(list(history))
+        stopper = EarlyStopping(self.early_stopping, self.min_improvement)
+        for entry in history:
+            stopper.update(entry)
+        clock_zero = time.perf_counter() - (history.entries[-1].elapsed if history.entries else 0.0)
+        batch = max(1, int(getattr(self.evaluator, "batch_size", 1)))
+
+        def evaluate(proposals):
+            entries = []
+            for begin in range(0, len(proposals), batch):
+                chunk = proposals[begin:begin + batch]
+                evaluations = self.evaluator.evaluate(self.task, self.space, [p.point for p in chunk])
+                if len(evaluations) != len(chunk):
+                    raise ExplorationError(f"evaluator '{self.evaluator.name}' returned {len(evaluations)} "
+                                           f"results for {len(chunk)} points")
+                elapsed = time.perf_counter() - clock_zero
+                for proposal, evaluation in zip(chunk, evaluations):
+                    entry = history.add(proposal.point, proposal.schedule_key, evaluation, elapsed,
+                                        proposal.origin)
+                    stopper.update(entry)
+                    self.on_entry(entry)
+                    entries.append(entry)
+                if len(history) >= trials and history.num_ok or stopper.should_stop(len(history)):
+                    break
+            return entries
+
+        self._warm_up(history, method, evaluate, trials)
+        stop_reason = "trials"
+        while len(history) < trials:
+            if stopper.should_stop(len(history)):
+                stop_reason = "early_stopping"
+                break
+            proposals = method.propose(trials - len(history))
+            if not proposals:
+                stop_reason = "exhausted"
+                break
+            method.observe(proposals, evaluate(proposals))
+        return SearchOutcome(history, stop_reason, resumed)
+
+    def _warm_up(self, history, method, evaluate, trials):
+        tried = 0
+        while history.num_ok == 0:
+            if tried >= self.max_warmup:
+                first = next(entry for entry in history if not entry.ok)
+                raise ExplorationError(
+                    f"all {len(history)} evaluated points of {self.task} failed; the first failure "
+                    f"({first.evaluation.status}): {first.evaluation.error}")
+            count = min(self.starts, self.max_warmup - tried)
+            proposals = method.random_fresh(count, set())
+            if not proposals:
+                if not history.entries:
+                    raise ExplorationError(f"the space of {self.task} has no point to evaluate")
+                first = next(entry for entry in history if not entry.ok)
+                raise ExplorationError(
+                    f"every point of the space of {self.task} failed; the first failure "
+                    f"({first.evaluation.status}): {first.evaluation.error}")
+            evaluate(proposals)
+            tried += len(proposals)

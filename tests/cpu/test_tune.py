@@ -1,0 +1,76 @@
+"""Tuning with real measurement on a tiny GMM: the command line's --json line, the built kernel,
+the best config rebuilt from a record file, and a crashing candidate reported as a failure."""
+
+import io
+import json
+import math
+import os
+
+import numpy as np
+import pytest
+
+import flexsched
+from explore.evaluator import CpuEvaluator
+from explore.optimize import build_best
+from explore.records import load_records
+from flexsched.cli import main
+from flexsched.registry import get_task
+
+pytestmark = pytest.mark.cpu
+
+FAST = dict(warmup=0, repeats=1, min_run_seconds=0.001, memory_limit_bytes=4 * 2**30)
+
+
+def check_kernel(task, kernel):
+    inputs = task.random_inputs(seed=3)
+    (out,) = kernel.run(*inputs)
+    (ref,) = task.evaluate(*inputs)
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_tune_json_last_line_and_best_rebuilt_from_the_log(tmp_path):
+    log = tmp_path / "gmm.jsonl"
+    out = io.StringIO()
+    status = main(["tune", "GMM", "32", "32", "32", "--trials", "4", "--json", "--log", str(log)], out=out)
+    assert status == 0
+    summary = json.loads(out.getvalue().splitlines()[-1])
+    assert {"best_gflops", "best_seconds", "trials", "method", "config"} <= set(summary)
+    assert summary["trials"] == 4 and summary["method"] == "q"
+    assert summary["best_gflops"] > 0 and math.isfinite(summary["best_seconds"])
+    records = load_records(log)
+    assert len(records) == 4
+    best = min((r for r in records if r.ok), key=lambda r: r.seconds)
+    assert best.data["config"] == summary["config"]
+    task = get_task("GMM", 32, 32, 32)
+    kernel = build_best(log, task)  # no search: the logged config, applied and built
+    assert kernel.schedule.to_json() != "[]"
+    check_kernel(task, kernel)
+
+
+def test_optimize_returns_a_checked_kernel_and_its_history():
+    task = get_task("GMM", 24, 16, 32)
+    with CpuEvaluator(**FAST) as evaluator:
+        result = flexsched.optimize(task, trials=3, method="random", evaluator=evaluator, seed=1)
+    assert result.trials == 3 == len(result.history)
+    assert result.gflops == pytest.approx(task_flops(task) / result.seconds / 1e9)
+    check_kernel(task, result.kernel)
+
+
+def task_flops(task):
+    from analysis import analyze
+
+    return analyze(task).flops
+
+
+def test_a_crashing_candidate_is_a_failed_evaluation(monkeypatch):
+    monkeypatch.syspath_prepend(os.path.dirname(os.path.abspath(__file__)))  # workers import measure_faults
+    from analysis import analyze
+    from space import generate
+
+    task = get_task("GMM", 13, 16, 16)  # the fault runner crashes on M == 13
+    space = generate(analyze(task), "llvm")
+    with CpuEvaluator(runner="measure_faults:crash_runner", timeout_s=60, **FAST) as evaluator:
+        (evaluation,) = evaluator.evaluate(task, space, [space.random_point(0)])
+    assert evaluation.status == "crash" and not evaluation.ok
+    assert evaluation.seconds == math.inf and evaluation.error
+    assert evaluation.details["status"] == "crash"

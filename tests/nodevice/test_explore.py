@@ -1,0 +1,364 @@
+"""Exploration with a fake evaluator: the start picker, the three methods, stopping rules,
+records and resume, warm-up failures, and the tune/best command line (no compilation)."""
+
+import io
+import json
+import math
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+from analysis import analyze
+from explore.evaluator import Evaluation, ExplorationError, evaluator_for
+from explore.history import History
+from explore.optimize import build_best, optimize, resumed_history
+from explore.records import CorruptRecordWarning, best_records, load_records
+from fake_evaluator import FakeEvaluator, ScriptedEvaluator, fake_seconds
+from flexsched.cli import main
+from flexsched.registry import get_task
+from flexsched.target import get_target
+from space import generate
+
+GMM = get_task("GMM", 64, 64, 64)
+CONV = get_task("C2D", 1, 4, 8, 8, 4, 3, 1, 1)  # its padding node's knobs are dead when inlined
+
+
+def tune(task=GMM, trials=40, method="q", seed=0, evaluator=None, **options):
+    evaluator = evaluator if evaluator is not None else FakeEvaluator()
+    result = optimize(task, "llvm", trials=trials, method=method, seed=seed, evaluator=evaluator,
+                      build_kernel=False, **options)
+    return result, evaluator
+
+
+def space_of(task):
+    return generate(analyze(task), "llvm")
+
+
+# ---------------------------------------------------------------- history and start picker
+
+def history_with(gflops_values, flops=1e9):
+    history = History(flops)
+    for index, gflops in enumerate(gflops_values):
+        evaluation = Evaluation("ok", flops / (gflops * 1e9)) if gflops else Evaluation("crash", error="boom")
+        history.add((index,), f"schedule {index}", evaluation, elapsed=float(index))
+    return history
+
+
+def test_start_weights_follow_the_annealing_formula():
+    history = history_with([10.0, 5.0, 0.0, 1.0])
+    entries, weights = history.start_weights(gamma=2.0)
+    assert [e.gflops for e in entries] == pytest.approx([10.0, 5.0, 1.0])  # the failed point is no start
+    assert weights == pytest.approx([1.0, math.exp(-2.0 * 0.5), math.exp(-2.0 * 0.9)])
+    assert history.best.gflops == pytest.approx(10.0)
+
+
+def test_starts_are_drawn_in_proportion_to_their_weights():
+    history = history_with([10.0, 5.0, 0.0, 1.0])
+    rng = np.random.default_rng(0)
+    draws = 6000
+    counts = {}
+    for _ in range(draws):
+        (start,) = history.pick_starts(rng, 1, gamma=2.0)
+        counts[start.point] = counts.get(start.point, 0) + 1
+    _, weights = history.start_weights(2.0)
+    expected = weights / weights.sum()
+    observed = np.array([counts.get((i,), 0) for i in (0, 1, 3)]) / draws
+    assert observed == pytest.approx(expected, abs=0.02)
+    assert (2,) not in counts
+
+
+def test_several_starts_are_distinct():
+    history = history_with([10.0, 9.0, 8.0, 7.0, 0.0])
+    starts = history.pick_starts(np.random.default_rng(1), 3, gamma=1.0)
+    assert len({s.point for s in starts}) == 3
+    assert len(history.pick_starts(np.random.default_rng(1), 10, gamma=1.0)) == 4  # only ok points
+
+
+def test_a_point_or_schedule_is_added_once():
+    history = history_with([1.0])
+    with pytest.raises(ValueError):
+        history.add((0,), "other", Evaluation("ok", 1.0), 0.0)
+    with pytest.raises(ValueError):
+        history.add((9,), "schedule 0", Evaluation("ok", 1.0), 0.0)
+
+
+# ---------------------------------------------------------------- the methods
+
+@pytest.mark.parametrize("method", ["q", "p", "random"])
+def test_no_point_or_schedule_is_evaluated_twice(method):
+    result, evaluator = tune(CONV, trials=60, method=method)
+    assert len(evaluator.calls) == 60 == result.trials
+    assert len(set(evaluator.calls)) == len(evaluator.calls)
+    space = space_of(CONV)
+    keys = [space.schedule(point).to_json() for point in evaluator.calls]
+    assert len(set(keys)) == len(keys)  # different points with one schedule are measured once
+
+
+def test_q_method_is_deterministic_per_seed():
+    first, first_eval = tune(trials=40, seed=3)
+    again, again_eval = tune(trials=40, seed=3)
+    other, other_eval = tune(trials=40, seed=4)
+    assert first_eval.calls == again_eval.calls
+    assert first.config == again.config
+    assert first_eval.calls != other_eval.calls
+
+
+def test_q_method_moves_one_step_from_a_start_in_h():
+    result, _ = tune(trials=40)
+    space = space_of(GMM)
+    moved = [e for e in result.history if e.origin is not None]
+    assert len(moved) >= 30
+    for entry in moved:
+        start, direction = entry.origin
+        assert space.move(start, direction) == entry.point
+        start_entry = result.history.entry_of(start)
+        assert start_entry is not None and start_entry.ok and start_entry.trial < entry.trial
+
+
+def test_q_method_trains_every_five_moves():
+    from explore.methods import QMethod
+
+    space = space_of(GMM)
+    history = History(space.info.flops)
+    method = QMethod(space, history, np.random.default_rng(0), starts=2)
+    before = [p.detach().clone() for p in method.learner.network.parameters()]
+    evaluator = FakeEvaluator()
+    history.add(space.random_point(0), space.schedule(space.random_point(0)).to_json(),
+                evaluator.evaluate(GMM, space, [space.random_point(0)])[0], 0.0)
+    while method.learner.training_rounds == 0:
+        proposals = method.propose(2)
+        entries = [history.add(p.point, p.schedule_key, e, 0.0, p.origin)
+                   for p, e in zip(proposals, evaluator.evaluate(GMM, space, [p.point for p in proposals]))]
+        method.observe(proposals, entries)
+    assert len(method.learner.transitions) == 5  # the first round of training came at the fifth move
+    after = list(method.learner.network.parameters())
+    assert any(not np.allclose(b.numpy(), a.detach().numpy()) for b, a in zip(before, after))
+    target = dict(method.learner.target.state_dict())
+    for name, value in method.learner.network.state_dict().items():  # Y is a copy of X after training
+        assert np.array_equal(value.numpy(), target[name].numpy())
+
+
+def test_p_method_tries_every_direction_of_its_start():
+    result, evaluator = tune(trials=120, method="p", starts=1, evaluator=FakeEvaluator())
+    space = space_of(GMM)
+    moved = [e for e in result.history if e.origin is not None]
+    start = moved[0].origin[0]
+    neighbours = space.neighbours(start)
+    from_start = {e.origin[1] for e in moved if e.origin[0] == start}
+    assert from_start == {direction for direction, _ in neighbours}
+    assert all(result.history.is_visited(point) for _, point in neighbours)
+
+
+def test_random_search_proposes_no_moves():
+    result, _ = tune(trials=30, method="random")
+    assert all(entry.origin is None for entry in result.history)
+
+
+def test_q_method_climbs_the_fake_landscape_better_than_its_warm_up():
+    result, _ = tune(trials=120, seed=1)
+    warm_up_best = max(e.gflops for e in result.history.entries[:4])
+    assert result.gflops > 1.2 * warm_up_best
+
+
+def test_an_unknown_method_names_the_known_ones():
+    with pytest.raises(ExplorationError, match="unknown search method 'greedy'; choose one of q, p, random"):
+        tune(trials=5, method="greedy")
+
+
+# ---------------------------------------------------------------- stopping rules and warm-up
+
+def test_early_stopping_when_nothing_improves():
+    evaluator = ScriptedEvaluator(analyze(GMM).flops, lambda call: 5.0)
+    result, _ = tune(trials=100, method="random", evaluator=evaluator, early_stopping=10)
+    assert result.stop_reason == "early_stopping"
+    assert result.trials == 11
+
+
+def test_early_stopping_counts_relative_not_absolute_improvement():
+    flops = analyze(GMM).flops
+    creeping = lambda call: 1.0 + 0.001 * call  # noqa: E731 - a 0.1% gain per trial
+    slow, _ = tune(trials=100, evaluator=ScriptedEvaluator(flops, creeping), early_stopping=5,
+                   min_improvement=0.01, method="random")
+    assert slow.stop_reason == "early_stopping" and slow.trials < 20
+    patient, _ = tune(trials=100, evaluator=ScriptedEvaluator(flops, creeping), early_stopping=5,
+                      min_improvement=0.0, method="random")
+    assert patient.stop_reason == "trials" and patient.trials == 100
+
+
+def test_warm_up_keeps_drawing_until_a_point_succeeds():
+    result, evaluator = tune(trials=6, evaluator=FakeEvaluator(fail_first=9))
+    assert result.history.num_ok >= 1
+    assert len(evaluator.calls) >= 10  # past the trial budget: a warm-up never comes back all-failed
+    assert math.isfinite(result.seconds)
+
+
+def test_an_evaluator_that_fails_everything_says_why():
+    with pytest.raises(ExplorationError) as raised:
+        tune(trials=10, evaluator=FakeEvaluator(always_fail=True), max_warmup=12)
+    message = str(raised.value)
+    assert "all 12 evaluated points of GMM(64, 64, 64) failed" in message
+    assert "(build_error): fake build failure #1" in message
+    assert "\n" not in message
+
+
+# ---------------------------------------------------------------- records
+
+RECORD_KEYS = {"task", "target", "config", "result", "error", "time", "version", "method", "seed", "point",
+               "origin", "seconds", "gflops", "elapsed", "trial"}
+
+
+def test_every_evaluated_point_is_one_record_line(tmp_path):
+    log = tmp_path / "run.jsonl"
+    result, evaluator = tune(trials=12, log=str(log))
+    lines = log.read_text().splitlines()
+    assert len(lines) == 12
+    target = get_target("llvm").to_dict()
+    space = space_of(GMM)
+    for line, point in zip(lines, evaluator.calls):
+        data = json.loads(line)
+        assert RECORD_KEYS <= set(data)
+        assert data["task"]["name"] == "GMM" and data["task"]["args"] == [64, 64, 64]
+        assert data["target"] == target and data["target"]["cores"] >= 1  # capabilities included
+        assert space.point(space.config(point).from_dict(data["config"])) == point
+        assert data["result"]["status"] in ("ok", "wrong_answer")
+        assert (data["error"] == "") == (data["result"]["status"] == "ok")
+
+
+def test_a_corrupt_line_is_reported_with_file_and_line_and_skipped(tmp_path):
+    log = tmp_path / "run.jsonl"
+    tune(trials=6, log=str(log))
+    lines = log.read_text().splitlines()
+    lines.insert(2, '{"task": {"name": "GMM", "args": [64, 64')       # torn JSON
+    lines.insert(4, '{"config": {}}')                                   # fields missing
+    log.write_text("\n".join(lines) + "\n")
+    with pytest.warns(CorruptRecordWarning) as caught:
+        records = load_records(log)
+    assert len(records) == 6
+    reports = [str(w.message) for w in caught]
+    assert any(f"{log}:3: skipped a corrupt record" in text for text in reports)
+    assert any(f"{log}:5: skipped a corrupt record (missing task, target, result)" in text for text in reports)
+
+
+def test_resume_continues_without_re_evaluating(tmp_path):
+    log = tmp_path / "run.jsonl"
+    first, first_eval = tune(trials=15, log=str(log), seed=2)
+    with open(log, "a") as torn:  # the killed run's last, half-written line
+        torn.write('{"task": {"name": "GMM"')
+    second_eval = FakeEvaluator()
+    with pytest.warns(CorruptRecordWarning, match=":16: skipped"):
+        second, _ = tune(trials=30, log=str(log), resume=True, seed=2, evaluator=second_eval)
+    assert second.trials == 30 and second.evaluated == 15
+    assert len(second_eval.calls) == 15
+    assert not set(second_eval.calls) & set(first_eval.calls)
+    assert second.gflops >= first.gflops
+    with pytest.warns(CorruptRecordWarning):
+        records = load_records(log)  # the torn line is still reported; the appended ones are whole
+    assert len(records) == 30
+
+
+def test_resume_is_deterministic_for_a_seed_and_record_file(tmp_path):
+    runs = []
+    for name in ("a", "b"):
+        log = tmp_path / f"{name}.jsonl"
+        tune(trials=10, log=str(log), seed=5)
+        evaluator = FakeEvaluator()
+        tune(trials=25, log=str(log), resume=True, seed=5, evaluator=evaluator)
+        runs.append(evaluator.calls)
+    assert runs[0] == runs[1]
+
+
+def test_resume_ignores_records_of_another_task(tmp_path):
+    log = tmp_path / "run.jsonl"
+    tune(get_task("GMM", 32, 32, 32), trials=5, log=str(log))
+    history = resumed_history(log, GMM, get_target("llvm"), space_of(GMM))
+    assert len(history) == 0
+
+
+def test_resume_needs_a_log():
+    with pytest.raises(ExplorationError, match="resume needs a record file"):
+        tune(trials=5, resume=True)
+
+
+def test_the_best_record_replays_the_best_config(tmp_path):
+    log = tmp_path / "run.jsonl"
+    result, _ = tune(trials=20, log=str(log))
+    (best,) = best_records(load_records(log), 1, GMM, get_target("llvm"))
+    assert best.config == result.config
+    assert best.seconds == pytest.approx(fake_seconds(result.config))
+    space = space_of(GMM)
+    assert space.schedule(best.config).to_json() == result.schedule.to_json()
+
+
+def test_build_best_without_records_says_so(tmp_path):
+    log = tmp_path / "run.jsonl"
+    log.write_text("")
+    with pytest.raises(ExplorationError, match="no successful record"):
+        build_best(log, GMM)
+
+
+# ---------------------------------------------------------------- evaluators
+
+def test_evaluation_round_trips_through_json():
+    failed = Evaluation("timeout", error="worker killed after 60.0 s")
+    assert Evaluation.from_dict(json.loads(json.dumps(failed.to_dict()))) == failed
+    assert failed.seconds == math.inf and not failed.ok
+
+
+def test_evaluator_for_names_what_is_missing():
+    assert evaluator_for("llvm").name == "cpu"
+    with pytest.raises(ExplorationError, match="no evaluator for target 'cuda'"):
+        evaluator_for("cuda")
+
+
+# ---------------------------------------------------------------- public API and command line
+
+def test_importing_flexsched_does_not_import_torch():
+    code = "import sys, flexsched; assert callable(flexsched.optimize); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
+
+
+def run_cli(*argv):
+    out = io.StringIO()
+    return main(list(argv), out=out), out.getvalue()
+
+
+def test_best_prints_the_fastest_records_first(tmp_path):
+    log = tmp_path / "run.jsonl"
+    tune(trials=15, log=str(log))
+    status, text = run_cli("best", str(log), "--top", "3")
+    assert status == 0
+    lines = text.splitlines()
+    assert lines[0].startswith("GMM(64, 64, 64) on llvm: 15 records,")
+    gflops = [float(line.split()[1]) for line in lines[1:]]
+    assert len(gflops) == 3 and gflops == sorted(gflops, reverse=True)
+    status, text = run_cli("best", str(log), "--top", "2", "--json")
+    best_seconds = [json.loads(line)["seconds"] for line in text.splitlines()]
+    assert len(best_seconds) == 2 and best_seconds[0] <= best_seconds[1]
+
+
+def test_best_of_a_missing_file_is_a_one_line_error(tmp_path, capsys):
+    status, _ = run_cli("best", str(tmp_path / "nothing.jsonl"))
+    assert status == 2
+    assert capsys.readouterr().err.strip().count("\n") == 0
+
+
+def test_tune_resume_without_log_is_a_one_line_error(capsys):
+    status, _ = run_cli("tune", "GMM", "16", "16", "16", "--trials", "2", "--resume")
+    assert status == 2
+    assert "resume needs a record file" in capsys.readouterr().err
+
+
+def test_tune_passes_the_fpga_device_through(capsys, monkeypatch):
+    seen = {}
+
+    def fake_optimize(task, target, **options):
+        seen["target"] = target
+        raise ExplorationError("stop here")
+
+    monkeypatch.setattr("explore.optimize.optimize", fake_optimize)
+    status, _ = run_cli("tune", "GMM", "16", "16", "16", "--target", "fpga", "--device", "vu9p")
+    assert status == 2 and seen["target"] == "fpga:vu9p"
