@@ -74,7 +74,9 @@ def _node_steps(info, node, config):
     trivial = [loop.name for loop in trivial_loops(node.loops)]
     outer_spatial = level(names, node.spatial, OUTER)
     outer_reduce = level(names, node.reduce, OUTER)
-    tiles = level(names, node.spatial, TILE) + level(names, node.reduce, TILE)
+    # Reduce tiles outside spatial ones: the pipelined (innermost tile) loop then walks
+    # different outputs, so consecutive iterations do not wait on one accumulator's adder.
+    tiles = level(names, node.reduce, TILE) + level(names, node.spatial, TILE)
     pes = level(names, node.spatial, PE) + level(names, node.reduce, PE)
     nest = trivial + outer_spatial + outer_reduce + tiles + pes
     steps += reorder_step(node.name, nest)
