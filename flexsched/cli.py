@@ -1,4 +1,4 @@
-"""The `flexsched` command line: list operators, analyse one, show its schedule space."""
+"""The `flexsched` command line: list operators, analyse one, show its schedule space, write an FPGA design."""
 
 from __future__ import annotations
 
@@ -34,6 +34,14 @@ def _build_parser():
     space.add_argument("--json", action="store_true", help="print one JSON object")
     space.add_argument("--example", type=int, metavar="SEED",
                        help="also print the schedule of the random point drawn with this seed")
+    hls = commands.add_parser("hls", help="search an FPGA design with the model and write its HLS C++")
+    hls.add_argument("op", metavar="OP", help="operator name (see `flexsched ops`)")
+    hls.add_argument("args", metavar="ARG", nargs="*", help="the operator's arguments")
+    hls.add_argument("--device", default="vu9p", help="FPGA part: vu9p, zu9eg or vx485t (default vu9p)")
+    hls.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for the sources")
+    hls.add_argument("--trials", type=int, default=2000, help="model evaluations of the search (default 2000)")
+    hls.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
+    hls.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
@@ -102,6 +110,41 @@ def _cmd_space(args, out):
         out.write(space.schedule(point).apply(info).describe() + "\n")
 
 
+def _cmd_hls(args, out):
+    from analysis import analyze
+    from codegen.hls import emit_hls
+    from fpga_model.search import search_design
+    from space import generate
+
+    from .target import get_target
+
+    if args.trials < 1:
+        raise FlexschedError(f"--trials must be at least 1, got {args.trials}")
+    task = task_from_command_line(args.op, args.args)
+    target = get_target(f"fpga:{args.device}")
+    space = generate(analyze(task), target)
+    try:
+        design = search_design(task, target, args.trials, args.seed, space=space)
+    except ValueError as err:
+        raise FlexschedError(str(err)) from None
+    paths = emit_hls(task, space.schedule(design.point), name=args.op.lower(), info=space.info).write(args.output)
+    if args.json:
+        out.write(json.dumps({**design.to_dict(), "files": paths}) + "\n")
+        return
+    out.write(format_design(design) + "".join(f"wrote {path}\n" for path in paths))
+
+
+def format_design(design):
+    """An FPGA design and the model's estimate, for people."""
+    d = design.evaluation.details
+    return (f"{design.task} on {design.target} ({design.trials} designs estimated)\n"
+            f"design: {design.config.to_json()}\n"
+            f"estimate: {d['gflops']:.1f} GFLOPS, latency {d['latency_s'] * 1e3:.4g} ms "
+            f"({d['cycles']:.0f} cycles at {d['clock_mhz']:g} MHz), {d['bound']}-bound\n"
+            f"resources: {d['dsp']} DSP, {d['bram']} BRAM18K, {d['bandwidth_gbps']:.2f} GB/s "
+            f"({d['bandwidth_use']:.0%} of peak DDR)\n")
+
+
 def format_space(space):
     """The knobs of a space as a table under a one-line summary."""
     rows = [("knob", "kind", "values", "directions")]
@@ -138,7 +181,7 @@ def format_analysis(info):
     return "".join(lines)
 
 
-_COMMANDS = {"ops": _cmd_ops, "analyze": _cmd_analyze, "space": _cmd_space}
+_COMMANDS = {"ops": _cmd_ops, "analyze": _cmd_analyze, "space": _cmd_space, "hls": _cmd_hls}
 
 
 def main(argv=None, out=None):

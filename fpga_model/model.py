@@ -192,7 +192,7 @@ class FpgaModel:
 
     def estimate(self, config):
         """The Estimate of a design given as a Config or a {knob: value} dict."""
-        values = dict(config.values) if hasattr(config, "values") else dict(config)
+        values = dict(config) if isinstance(config, dict) else dict(config.values)
         nodes = [self._node(plan, values) for plan in self.plans
                  if values.get(f"{plan.name}.attach", "root") == "root"]
         cycles = sum(node.cycles for node in nodes)
