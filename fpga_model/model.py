@@ -170,8 +170,8 @@ def _span(dim, region):
     """Distinct values of one index dimension over a region {loop: trip count}."""
     if dim.affine:
         reach = 1 + sum(coefficient * (region.get(loop, 1) - 1) for loop, coefficient in dim.terms)
-    else:  # // or %: nothing finer than the whole dimension is known
-        reach = dim.extent if any(region.get(loop, 1) > 1 for loop in dim.loops) else 1
+    else:  # // or %: at most one value per combination of its loops' values
+        reach = math.prod(region.get(loop, 1) for loop in dim.loops)
     return min(reach, dim.extent)
 
 
