@@ -1,4 +1,4 @@
-"""The `flexsched` command line: list operators, analyse one, show its schedule space, tune it."""
+"""The `flexsched` command line: list operators, analyse one, show its schedule space, tune it, write an FPGA design."""
 
 from __future__ import annotations
 
@@ -55,6 +55,14 @@ def _build_parser():
     best.add_argument("file", metavar="FILE", help="a record file written by `flexsched tune --log`")
     best.add_argument("--top", type=int, default=5, help="how many records per task and target (default 5)")
     best.add_argument("--json", action="store_true", help="one JSON object per record")
+    hls = commands.add_parser("hls", help="search an FPGA design with the model and write its HLS C++")
+    hls.add_argument("op", metavar="OP", help="operator name (see `flexsched ops`)")
+    hls.add_argument("args", metavar="ARG", nargs="*", help="the operator's arguments")
+    hls.add_argument("--device", default="vu9p", help="FPGA part: vu9p, zu9eg or vx485t (default vu9p)")
+    hls.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for the sources")
+    hls.add_argument("--trials", type=int, default=2000, help="model evaluations of the search (default 2000)")
+    hls.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
+    hls.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
@@ -170,6 +178,10 @@ def _cmd_tune(args, out):
     out.write(f"{result.trials} trials ({result.evaluated} evaluated now, {summary['ok']} ok), "
               f"stopped by {result.stop_reason}, {summary['elapsed']:.1f} s\n")
     out.write(f"config: {result.config.to_json()}\n")
+    if result.target.kind == "fpga":  # a modelled design: say what it costs and what bounds it
+        details = result.history.best.evaluation.details
+        out.write(format_estimate(details))
+        summary.update({key: details[key] for key in FPGA_SUMMARY_KEYS if key in details})
     if args.log:
         out.write(f"records: {args.log} (rebuild the best with explore.optimize.build_best)\n")
     if args.json:
@@ -203,6 +215,47 @@ def _cmd_best(args, out):
         for rank, record in enumerate(best, 1):
             out.write(f"  {rank}. {record.gflops:.2f} GFLOPS  {record.seconds * 1e3:.4g} ms  "
                       f"(line {record.line}, {record.data.get('method', '?')})  {json.dumps(record.data['config'])}\n")
+
+
+def _cmd_hls(args, out):
+    from analysis import analyze
+    from codegen.hls import emit_hls
+    from fpga_model.search import search_design
+    from space import generate
+
+    from .target import get_target
+
+    if args.trials < 1:
+        raise FlexschedError(f"--trials must be at least 1, got {args.trials}")
+    task = task_from_command_line(args.op, args.args)
+    target = get_target(f"fpga:{args.device}")
+    space = generate(analyze(task), target)
+    try:
+        design = search_design(task, target, args.trials, args.seed, space=space)
+    except ValueError as err:
+        raise FlexschedError(str(err)) from None
+    paths = emit_hls(task, space.schedule(design.point), name=args.op.lower(), info=space.info).write(args.output)
+    if args.json:
+        out.write(json.dumps({**design.to_dict(), "files": paths}) + "\n")
+        return
+    out.write(format_design(design) + "".join(f"wrote {path}\n" for path in paths))
+
+
+FPGA_SUMMARY_KEYS = ("gflops", "latency_s", "cycles", "dsp", "bram", "bandwidth_gbps", "bound")
+
+
+def format_design(design):
+    """An FPGA design and the model's estimate, for people."""
+    return (f"{design.task} on {design.target} ({design.trials} designs estimated)\n"
+            f"design: {design.config.to_json()}\n" + format_estimate(design.evaluation.details))
+
+
+def format_estimate(d):
+    """The model's estimate of a design (an FPGA Evaluation's details), for people."""
+    return (f"estimate: {d['gflops']:.1f} GFLOPS, latency {d['latency_s'] * 1e3:.4g} ms "
+            f"({d['cycles']:.0f} cycles at {d['clock_mhz']:g} MHz), {d['bound']}-bound\n"
+            f"resources: {d['dsp']} DSP, {d['bram']} BRAM18K, {d['bandwidth_gbps']:.2f} GB/s "
+            f"({d['bandwidth_use']:.0%} of peak DDR)\n")
 
 
 def format_space(space):
@@ -241,7 +294,8 @@ def format_analysis(info):
     return "".join(lines)
 
 
-_COMMANDS = {"ops": _cmd_ops, "analyze": _cmd_analyze, "space": _cmd_space, "tune": _cmd_tune, "best": _cmd_best}
+_COMMANDS = {"ops": _cmd_ops, "analyze": _cmd_analyze, "space": _cmd_space, "tune": _cmd_tune, "best": _cmd_best,
+             "hls": _cmd_hls}
 
 
 def main(argv=None, out=None):

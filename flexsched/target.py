@@ -16,7 +16,7 @@ class TargetError(FlexschedError, ValueError):
 class Target:
     """What a device can do; fields a kind does not use stay 0."""
 
-    name: str                          # "llvm", "cuda", "fpga"
+    name: str                          # "llvm", "cuda", "fpga" or "fpga:<device>"
     kind: str                          # "cpu", "gpu", "fpga"
     device: str                        # human-readable description
     cores: int = 1                     # CPU threads that run a parallel loop
@@ -74,21 +74,32 @@ def nvidia_h100():
                   max_shared_memory_bytes=48 * 1024, max_registers_per_thread=255, warp_size=32)
 
 
+def fpga(part=None):
+    """An FPGA target built from fpga_model's device data; no part means the VU9P (the paper's)."""
+    from fpga_model.devices import DEFAULT_DEVICE, DEVICES
+
+    key = (part or DEFAULT_DEVICE).lower()
+    if key not in DEVICES:
+        raise TargetError(f"unknown FPGA device '{part}'; choose one of {', '.join(DEVICES)}")
+    device = DEVICES[key]
+    # The name carries the part so that an evaluator can find the device's clock and memory.
+    return Target("fpga" if part is None else f"fpga:{key}", "fpga", device.part, dsp_slices=device.dsp_slices,
+                  bram18k_blocks=device.bram18k_blocks, dsps_per_fma=device.dsps_per_fma)
+
+
 def xilinx_vu9p():
-    # Xilinx DS890 (UltraScale+ FPGAs product tables): VU9P has 6840 DSP48E2 slices and
-    # 2160 BRAM36 (= 4320 BRAM18K). Floating-Point Operator (PG060): a float32 multiplier
-    # takes 3 DSP48E2 with full DSP usage and an adder 2, so one multiply-add takes 5.
-    return Target("fpga", "fpga", "Xilinx Virtex UltraScale+ VU9P", dsp_slices=6840, bram18k_blocks=4320,
-                  dsps_per_fma=5)
+    return fpga()
 
 
 _TARGETS = {"llvm": host_cpu, "cuda": nvidia_h100, "fpga": xilinx_vu9p}
 
 
 def get_target(name):
-    """The target called name: llvm (this CPU), cuda (an H100) or fpga (a VU9P)."""
+    """The target called name: llvm (this CPU), cuda (an H100), fpga (a VU9P) or fpga:<device>."""
     if isinstance(name, Target):
         return name
+    if isinstance(name, str) and name.startswith("fpga:"):
+        return fpga(name.split(":", 1)[1])
     if name not in _TARGETS:
         raise TargetError(f"unknown target '{name}'; choose one of {', '.join(_TARGETS)}")
     return _TARGETS[name]()

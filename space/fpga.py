@@ -14,6 +14,7 @@ from flexsched.schedule import Buffer, Partition, Pipeline, Schedule, Unroll
 
 from .budget import grow_caps
 from .footprint import footprint, reads_footprint
+from .knobs import GUARD_MULTIPLES, GUARD_SLACK_PERCENT, _divisors
 from .nest import (ATTACH_ROOT, attach_knob, attachment, effective_inputs, inline_steps, knob_name, level, level_extents,
                    reorder_step, split_knobs, split_loops, split_steps, trivial_loops)
 
@@ -30,11 +31,23 @@ def _caps(info, node, target):
     pe_limit = max(1, target.dsp_slices // max(1, target.dsps_per_fma))
     bram_limit = target.bram18k_blocks * BRAM18K_BYTES // (FLOAT_BYTES * DOUBLE_BUFFERED)
 
-    def fits(caps):
-        return math.prod(caps["pe"].values()) <= pe_limit and _on_chip_elements(info, node, caps) <= bram_limit
+    def lanes_fit(caps):
+        return math.prod(_usable_factor(extents[name], cap) for name, cap in caps["pe"].items()) <= pe_limit
 
-    caps = grow_caps({"tile": extents, "pe": extents}, fits)
+    # The PE array first, to the DSP limit; then the tiles it works on, to the BRAM limit.
+    # (Grown together, the largest-tile check let BRAM stop the array at a quarter of the DSPs.)
+    pe = grow_caps({"pe": extents}, lanes_fit)["pe"]
+    caps = grow_caps({"tile": extents}, lambda caps: _on_chip_elements(info, node, {**caps, "pe": pe}) <= bram_limit)
+    caps["pe"] = pe
     return {name: (None, caps["tile"][name], caps["pe"][name]) for name in extents}
+
+
+def _usable_factor(extent, cap):
+    """The largest split factor of extent within cap: a cap of 2 on a loop of 3 buys no PE, so
+    it must not use up the DSP budget that other loops could turn into lanes."""
+    padded = (-(-extent // multiple) * multiple for multiple in GUARD_MULTIPLES)
+    candidates = {extent, *(p for p in padded if p * 100 <= GUARD_SLACK_PERCENT * extent)}
+    return max(d for number in candidates for d in _divisors(number) if d <= cap)
 
 
 def _on_chip_elements(info, node, caps):
@@ -74,7 +87,9 @@ def _node_steps(info, node, config):
     trivial = [loop.name for loop in trivial_loops(node.loops)]
     outer_spatial = level(names, node.spatial, OUTER)
     outer_reduce = level(names, node.reduce, OUTER)
-    tiles = level(names, node.spatial, TILE) + level(names, node.reduce, TILE)
+    # Reduce tiles outside spatial ones: the pipelined (innermost tile) loop then walks
+    # different outputs, so consecutive iterations do not wait on one accumulator's adder.
+    tiles = level(names, node.reduce, TILE) + level(names, node.spatial, TILE)
     pes = level(names, node.spatial, PE) + level(names, node.reduce, PE)
     nest = trivial + outer_spatial + outer_reduce + tiles + pes
     steps += reorder_step(node.name, nest)
