@@ -274,8 +274,8 @@ def test_innermost_tile_is_bounded_by_the_register_file():
         space = generate(info, target)
         caps = {knob.name: knob.caps[-1] for knob in space.knobs if knob.name.startswith(f"{node.name}.split.")}
         spatial = [f"{node.name}.split.{loop.name}" for loop in node.spatial if loop.extent > 1]
-        assert caps[spatial[-1]] == 4 * 8  # the contiguous loop: up to four vectors
-        assert math.prod(caps[name] for name in spatial[:-1]) <= 16  # the rest: one register each
+        assert caps[spatial[-1]] == 2 * 8  # the contiguous loop: up to two vectors
+        assert math.prod(caps[name] for name in spatial[:-1]) <= 8  # the rest: the other registers
 
 
 def test_producer_inlined_into_several_consumers_is_not_computed_at_one_of_them():
