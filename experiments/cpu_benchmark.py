@@ -1,7 +1,10 @@
-"""CPU benchmark: best of a random search over each CPU space against PyTorch (oneDNN/MKL).
+"""CPU benchmark: best of a search over each CPU space against PyTorch (oneDNN/MKL).
 
 Run:  .venv/bin/python experiments/cpu_benchmark.py --trials 200            # GMM 1024^3 + 15 YOLO layers
       .venv/bin/python experiments/cpu_benchmark.py --cases GMM C2 --trials 50
+      .venv/bin/python experiments/cpu_benchmark.py --method q --trials 60   # explore's Q-method instead
+
+The default search is random distinct points; --method q or p runs explore's search instead.
 
 Every candidate is built and timed in an isolated worker and checked against the reference
 evaluator before its time counts. The best kernel is then re-checked here and timed against
@@ -95,13 +98,34 @@ def compare_with_torch(task, schedule_json, torch_fn, rounds):
     return statistics.median(ours_times), statistics.median(torch_times), ratios
 
 
+def random_search(task, space, args, measurer):
+    """(schedule JSONs, MeasureResults) of distinct random points, measured in one batch."""
+    points = distinct_points(space, args.trials, args.seed)
+    inputs = [MeasureInput(task.ref(), space.schedule(point).to_json()) for point in points]
+    return [i.schedule_json for i in inputs], measurer.measure(inputs)
+
+
+def tuner_search(task, space, args, evaluator):
+    """(schedule JSONs, MeasureResults) of the points explore's search method evaluated."""
+    from codegen.measure import MeasureResult
+    from explore.optimize import optimize
+
+    result = optimize(task, "llvm", trials=args.trials, method=args.method, seed=args.seed, evaluator=evaluator,
+                      build_kernel=False)
+    entries = result.history.entries
+    return ([e.schedule_key for e in entries],
+            [MeasureResult.from_dict(e.evaluation.details) if e.evaluation.details else
+             MeasureResult.failure(e.evaluation.status, e.evaluation.error) for e in entries])
+
+
 def run_case(name, task, torch_fn, args, measurer):
     info = analyze(task)
     space = generate(info, "llvm")
-    points = distinct_points(space, args.trials, args.seed)
-    inputs = [MeasureInput(task.ref(), space.schedule(point).to_json()) for point in points]
     start = time.perf_counter()
-    results = measurer.measure(inputs)
+    if args.method == "random":
+        schedules, results = random_search(task, space, args, measurer)
+    else:
+        schedules, results = tuner_search(task, space, args, measurer)
     search_seconds = time.perf_counter() - start
     good = [(r.seconds, i) for i, r in enumerate(results) if r.ok]
     failures = {}
@@ -111,11 +135,11 @@ def run_case(name, task, torch_fn, args, measurer):
     if not good:
         return {"case": name, "error": f"no candidate succeeded: {failures}"}
     _, best_index = min(good)
-    best_json = inputs[best_index].schedule_json
+    best_json = schedules[best_index]
     ours, theirs, ratios = compare_with_torch(task, best_json, torch_fn, args.rounds)
     return {
-        "case": name, "task": str(task), "trials": len(points), "ok": len(good), "failures": failures,
-        "search_seconds": search_seconds, "candidates_per_second": len(points) / search_seconds,
+        "case": name, "task": str(task), "method": args.method, "trials": len(results), "ok": len(good),
+        "failures": failures, "search_seconds": search_seconds, "candidates_per_second": len(results) / search_seconds,
         "compile_seconds_mean": statistics.mean(r.compile_seconds for r in results if r.ok),
         "best_seconds": ours, "torch_seconds": theirs,
         "gflops": info.flops / ours / 1e9, "torch_gflops": info.flops / theirs / 1e9,
@@ -130,6 +154,8 @@ def main():
     parser.add_argument("--trials", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--method", default="random", choices=("random", "q", "p"),
+                        help="random: distinct random points (the issue's baseline); q/p: explore's search")
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--slow-run", type=float, default=0.5,
                         help="candidates slower than this per run are timed once (they cannot win)")
@@ -141,8 +167,13 @@ def main():
     rows = []
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    with Measurer(timeout_s=args.timeout, warmup=1, repeats=3, min_run_seconds=0.02,
-                  slow_run_seconds=args.slow_run) as measurer:
+    settings = dict(timeout_s=args.timeout, warmup=1, repeats=3, min_run_seconds=0.02, slow_run_seconds=args.slow_run)
+    if args.method == "random":
+        judge = Measurer(**settings)
+    else:
+        from explore.evaluator import CpuEvaluator
+        judge = CpuEvaluator(**settings)
+    with judge as measurer:
         for name in names:
             task, torch_fn = all_cases[name]
             row = run_case(name, task, torch_fn, args, measurer)
