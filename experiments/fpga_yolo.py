@@ -2,7 +2,10 @@
 hand-written design (Zhang et al. FPGA'15 style, the FlexTensor paper's FPGA baseline), in
 estimated GFLOPS per layer and the geometric-mean ratio (the paper reports 1.5x).
 
-Run:  python experiments/fpga_yolo.py [--trials 20000] [--device vu9p]
+The search is explore's (explore.optimize, the FPGA model as the evaluator), by default the
+Q-method; the same budget is also spent by the other methods (--also) as a check on it.
+
+Run:  python experiments/fpga_yolo.py [--trials 1000] [--method q] [--starts 16] [--also p,random] [--device vu9p]
 Writes experiments/results/fpga_yolo.json and prints a markdown table.
 """
 
@@ -24,9 +27,8 @@ from fpga_designs import tiled_conv_config  # noqa: E402
 from analysis import analyze  # noqa: E402
 from flexsched.registry import get_task  # noqa: E402
 from flexsched.target import get_target  # noqa: E402
+from explore.optimize import optimize  # noqa: E402
 from fpga_model.model import FpgaModel  # noqa: E402
-from fpga_model.search import search_design  # noqa: E402
-from space import generate  # noqa: E402
 
 YOLO = [(3, 64, 448, 7, 2), (64, 192, 112, 3, 1), (192, 128, 56, 1, 1), (128, 256, 56, 3, 1),
         (256, 256, 56, 1, 1), (256, 512, 56, 3, 1), (512, 256, 28, 1, 1), (256, 512, 28, 3, 1),
@@ -39,42 +41,59 @@ BASELINE = {"Tm": 64, "Tn": 16, "Tr": 14, "Tc": 14}
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=20000, help="model evaluations per layer")
+    parser.add_argument("--trials", type=int, default=1000, help="model evaluations per layer")
+    parser.add_argument("--method", default="q", choices=("q", "p", "random"), help="explore's search method")
+    parser.add_argument("--starts", type=int, default=16,
+                        help="explore's start points per round (default 16; with 4, q lost C4 and C10 to the baseline)")
+    parser.add_argument("--also", default="p,random", help="other methods run on the same budget ('' for none)")
     parser.add_argument("--device", default="vu9p")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(HERE / "results" / "fpga_yolo.json"))
     args = parser.parse_args(argv)
     target = get_target(f"fpga:{args.device}")
+    also = [method for method in args.also.split(",") if method and method != args.method]
     rows = []
     for number, (C, K, size, k, stride) in enumerate(YOLO, 1):
         task = get_task("C2D", 1, C, size, size, K, k, stride, k // 2)
         info = analyze(task)
-        space = generate(info, target)
         start = time.perf_counter()
-        design = search_design(task, target, args.trials, args.seed, space=space)
+        result = optimize(task, target, trials=args.trials, method=args.method, seed=args.seed, starts=args.starts)
         elapsed = time.perf_counter() - start
+        others = {method: optimize(task, target, trials=args.trials, method=method, seed=args.seed,
+                                   starts=args.starts).gflops
+                  for method in also}
         baseline = FpgaModel(task, args.device, info=info).estimate(tiled_conv_config(info, **BASELINE))
-        searched = design.evaluation.details
+        searched = result.history.best.evaluation.details
+        pe = next(node["pe"] for node in searched["nodes"] if node["name"] == "O")
         rows.append({"layer": f"C{number}", "task": info.task, "searched_gflops": searched["gflops"],
                      "baseline_gflops": baseline.gflops, "ratio": searched["gflops"] / baseline.gflops,
-                     "searched": {key: searched[key] for key in ("dsp", "bram", "bound", "latency_s")},
-                     "baseline": {"dsp": baseline.dsp, "bram": baseline.bram, "bound": baseline.bound,
-                                  "feasible": baseline.feasible, "reason": baseline.reason},
-                     "config": design.config.to_dict(), "trials": design.trials, "search_s": elapsed})
-        print(f"C{number}: searched {searched['gflops']:.1f} GFLOPS, baseline {baseline.gflops:.1f} "
-              f"({elapsed:.1f} s, {design.trials / elapsed:.0f} designs/s)", file=sys.stderr)
+                     "searched": {"pe": pe, **{key: searched[key] for key in ("dsp", "bram", "bound", "latency_s")}},
+                     "baseline": {"pe": baseline.nodes[0].pe, "dsp": baseline.dsp, "bram": baseline.bram,
+                                  "bound": baseline.bound, "feasible": baseline.feasible, "reason": baseline.reason},
+                     "other_methods_gflops": others, "config": result.config.to_dict(), "trials": result.trials,
+                     "feasible_trials": result.history.num_ok, "search_s": elapsed})
+        print(f"C{number}: {args.method} {searched['gflops']:.1f} GFLOPS, baseline {baseline.gflops:.1f}, "
+              + "".join(f"{m} {g:.1f}, " for m, g in others.items())
+              + f"({elapsed:.1f} s, {result.history.num_ok}/{result.trials} fit)", file=sys.stderr)
     geomean = math.exp(sum(math.log(r["ratio"]) for r in rows) / len(rows))
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"device": args.device, "trials": args.trials, "seed": args.seed,
-                                          "baseline": BASELINE, "layers": rows, "geomean_ratio": geomean},
+    others_geomean = {m: math.exp(sum(math.log(r["other_methods_gflops"][m] / r["baseline_gflops"]) for r in rows)
+                                  / len(rows)) for m in also}
+    Path(args.out).write_text(json.dumps({"device": args.device, "method": args.method, "trials": args.trials,
+                                          "starts": args.starts,
+                                          "seed": args.seed, "baseline": BASELINE, "layers": rows,
+                                          "geomean_ratio": geomean, "other_methods_geomean_ratio": others_geomean},
                                          indent=1) + "\n")
-    print("| layer | task | searched GFLOPS | DSP | BRAM18K | bound | baseline GFLOPS | bound | ratio |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    heads = "".join(f" {m} GFLOPS |" for m in also)
+    print(f"| layer | task | searched GFLOPS | PE | DSP | BRAM18K | bound | baseline GFLOPS | bound | ratio |{heads}")
+    print("| --- " * (10 + len(also)) + "|")
     for r in rows:
         s, b = r["searched"], r["baseline"]
-        print(f"| {r['layer']} | {r['task']} | {r['searched_gflops']:.1f} | {s['dsp']} | {s['bram']} | {s['bound']} "
-              f"| {r['baseline_gflops']:.1f} | {b['bound']} | {r['ratio']:.2f} |")
-    print(f"\ngeometric-mean ratio (searched / baseline) over {len(rows)} layers: {geomean:.2f}")
+        print(f"| {r['layer']} | {r['task']} | {r['searched_gflops']:.1f} | {s['pe']} | {s['dsp']} | {s['bram']} "
+              f"| {s['bound']} | {r['baseline_gflops']:.1f} | {b['bound']} | {r['ratio']:.2f} |"
+              + "".join(f" {r['other_methods_gflops'][m]:.1f} |" for m in also))
+    print(f"\ngeometric-mean ratio (searched / baseline) over {len(rows)} layers: {geomean:.2f}"
+          + "".join(f"; {m}: {g:.2f}" for m, g in others_geomean.items()))
 
 
 if __name__ == "__main__":

@@ -60,7 +60,12 @@ def _build_parser():
     hls.add_argument("args", metavar="ARG", nargs="*", help="the operator's arguments")
     hls.add_argument("--device", default="vu9p", help="FPGA part: vu9p, zu9eg or vx485t (default vu9p)")
     hls.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for the sources")
-    hls.add_argument("--trials", type=int, default=2000, help="model evaluations of the search (default 2000)")
+    hls.add_argument("--trials", type=int, default=1000, help="model evaluations of the search (default 1000)")
+    hls.add_argument("--method", default="q", choices=("q", "p", "random"),
+                     help="search method, as for tune (default q)")
+    hls.add_argument("--starts", type=int, default=16,
+                     help="start points per round (default 16: model estimates are cheap, and on the YOLO layers "
+                          "4 starts left the Q-method below the hand-written design on two of them)")
     hls.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
     hls.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
@@ -218,36 +223,28 @@ def _cmd_best(args, out):
 
 
 def _cmd_hls(args, out):
-    from analysis import analyze
     from codegen.hls import emit_hls
-    from fpga_model.search import search_design
-    from space import generate
-
-    from .target import get_target
+    from explore.optimize import optimize
 
     if args.trials < 1:
         raise FlexschedError(f"--trials must be at least 1, got {args.trials}")
     task = task_from_command_line(args.op, args.args)
-    target = get_target(f"fpga:{args.device}")
-    space = generate(analyze(task), target)
-    try:
-        design = search_design(task, target, args.trials, args.seed, space=space)
-    except ValueError as err:
-        raise FlexschedError(str(err)) from None
-    paths = emit_hls(task, space.schedule(design.point), name=args.op.lower(), info=space.info).write(args.output)
+    # The search of `tune --target fpga`: explore's methods with the model as the evaluator.
+    result = optimize(task, f"fpga:{args.device}", trials=args.trials, method=args.method, seed=args.seed,
+                      starts=args.starts)
+    paths = emit_hls(task, result.schedule, name=args.op.lower()).write(args.output)
+    details = result.history.best.evaluation.details
     if args.json:
-        out.write(json.dumps({**design.to_dict(), "files": paths}) + "\n")
+        summary = result.summary()
+        summary.update({key: details[key] for key in FPGA_SUMMARY_KEYS if key in details})
+        out.write(json.dumps({**summary, "files": paths}) + "\n")
         return
-    out.write(format_design(design) + "".join(f"wrote {path}\n" for path in paths))
+    out.write(f"{result.task} on {result.target.name} ({result.trials} designs estimated, method {result.method})\n"
+              f"design: {result.config.to_json()}\n" + format_estimate(details)
+              + "".join(f"wrote {path}\n" for path in paths))
 
 
 FPGA_SUMMARY_KEYS = ("gflops", "latency_s", "cycles", "dsp", "bram", "bandwidth_gbps", "bound")
-
-
-def format_design(design):
-    """An FPGA design and the model's estimate, for people."""
-    return (f"{design.task} on {design.target} ({design.trials} designs estimated)\n"
-            f"design: {design.config.to_json()}\n" + format_estimate(design.evaluation.details))
 
 
 def format_estimate(d):

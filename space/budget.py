@@ -1,9 +1,11 @@
 """Turn capability limits over products of split factors into per-loop caps.
 
-Coupled limits (threads per block, a register tile, shared memory, DSP slices, BRAM) bound
-products and sums of products of split factors over several loops. Capping each factor of
-each loop, with the limits checked at the largest tiles the caps allow, keeps the space a
-plain product of knobs whose every point obeys every limit (footprints only grow with tiles).
+Coupled limits (threads per block, a register tile, shared memory) bound products and sums
+of products of split factors over several loops. Capping each factor of each loop, with the
+limits checked at the largest tiles the caps allow, keeps the space a plain product of knobs
+whose every point obeys every limit (footprints only grow with tiles). FPGA spaces do not use
+this: boxing the DSP budget this way cut a 3x3 convolution's PE array to 768 of 1368 lanes, so
+their DSP and BRAM limits are checked by the model instead (space/fpga.py).
 """
 
 

@@ -2,8 +2,14 @@
 as outer / tile / PE: a tile of each tensor is held on chip, the PE factors are unrolled into
 a processing-element array, and the array's inputs are partitioned to feed it.
 
-DSP slices bound the PE array and BRAM the (double-buffered) tiles; both become per-loop
-caps checked at the largest tiles, so every design fits the device.
+DSP slices bound the PE array and BRAM the (double-buffered) tiles. Both are *joint* limits on
+products of factors over all loops, and they are left to the model (fpga_model), which
+rejects a design over either with the reason: the space only caps each loop's factors where
+that loop alone, every other loop at 1, would already exceed a limit. Per-loop caps that made
+every point fit (grown evenly, so their product stayed within the DSPs) boxed a 3x3
+convolution's PE array at 768 lanes and forbade lopsided arrays (64 output x 16 input
+channels = 1024 lanes); with necessary caps any array shape within the device is a point,
+and about half of the random points of a YOLO layer fit.
 """
 
 from __future__ import annotations
@@ -12,9 +18,7 @@ import math
 
 from flexsched.schedule import Buffer, Partition, Pipeline, Schedule, Unroll
 
-from .budget import grow_caps
 from .footprint import footprint, reads_footprint
-from .knobs import GUARD_MULTIPLES, GUARD_SLACK_PERCENT, _divisors
 from .nest import (ATTACH_ROOT, attach_knob, attachment, effective_inputs, inline_steps, knob_name, level, level_extents,
                    reorder_step, split_knobs, split_loops, split_steps, trivial_loops)
 
@@ -26,35 +30,40 @@ DOUBLE_BUFFERED = 2  # read, compute and write overlap: two copies of every tile
 
 
 def _caps(info, node, target):
-    """{loop: (caps per part)}: the PE array within the DSPs, the tiles within BRAM."""
+    """{loop: (caps per part)}: what a loop may not exceed even with every other loop at 1.
+
+    The PE factor is capped by the DSP lanes and the tile x PE region by BRAM, one loop at a
+    time; whether a whole point fits is the model's decision (the space holds designs it
+    rejects, each with a DSP or BRAM reason)."""
     extents = {loop.name: loop.extent for loop in split_loops(node.loops)}
     pe_limit = max(1, target.dsp_slices // max(1, target.dsps_per_fma))
     bram_limit = target.bram18k_blocks * BRAM18K_BYTES // (FLOAT_BYTES * DOUBLE_BUFFERED)
+    caps = {}
+    for name, extent in extents.items():
+        def fits(size, name=name):
+            return _on_chip_elements(info, node, {name: size}) <= bram_limit
 
-    def lanes_fit(caps):
-        return math.prod(_usable_factor(extents[name], cap) for name, cap in caps["pe"].items()) <= pe_limit
-
-    # The PE array first, to the DSP limit; then the tiles it works on, to the BRAM limit.
-    # (Grown together, the largest-tile check let BRAM stop the array at a quarter of the DSPs.)
-    pe = grow_caps({"pe": extents}, lanes_fit)["pe"]
-    caps = grow_caps({"tile": extents}, lambda caps: _on_chip_elements(info, node, {**caps, "pe": pe}) <= bram_limit)
-    caps["pe"] = pe
-    return {name: (None, caps["tile"][name], caps["pe"][name]) for name in extents}
-
-
-def _usable_factor(extent, cap):
-    """The largest split factor of extent within cap: a cap of 2 on a loop of 3 buys no PE, so
-    it must not use up the DSP budget that other loops could turn into lanes."""
-    padded = (-(-extent // multiple) * multiple for multiple in GUARD_MULTIPLES)
-    candidates = {extent, *(p for p in padded if p * 100 <= GUARD_SLACK_PERCENT * extent)}
-    return max(d for number in candidates for d in _divisors(number) if d <= cap)
+        # A loop whose whole extent fits is left uncapped, so its guarded (padded) tiles stay.
+        region = None if fits(extent) else _largest_region(extent, fits)
+        caps[name] = (None, region, pe_limit if region is None else min(region, pe_limit))
+    return caps
 
 
-def _on_chip_elements(info, node, caps):
-    """Elements of all tiles (inputs and output) at the largest tile x PE factors allowed."""
-    tiles = {name: caps["tile"][name] * caps["pe"][name] for name in caps["tile"]}
-    write = footprint(node.write, tiles, node.shape)
-    return reads_footprint(info, node, tiles) + write
+def _largest_region(extent, fits):
+    """The largest trip count in [1, extent) that fits (footprints only grow with it); 1 at least."""
+    low, high = 1, extent
+    while low < high:
+        middle = (low + high + 1) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
+
+
+def _on_chip_elements(info, node, region):
+    """Elements of all tiles (inputs and output) when each loop covers region[loop] values."""
+    return reads_footprint(info, node, region) + footprint(node.write, region, node.shape)
 
 
 def knobs(info, target):

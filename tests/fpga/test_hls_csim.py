@@ -10,9 +10,9 @@ import pytest
 import flexsched as fs
 from analysis import analyze
 from codegen.hls import emit_hls
+from explore.optimize import optimize
 from flexsched import registry
 from flexsched.registry import get_task, register_task
-from fpga_model.search import search_design
 from space import generate
 
 pytestmark = [pytest.mark.fpga,
@@ -53,9 +53,8 @@ def _emit_all():
     result = []
     for op, args in CASES:
         task = get_task(op, *args)
-        design = search_design(task, "fpga", trials=150, seed=1)
-        space = generate(analyze(task), "fpga")
-        result.append((op.lower(), task, emit_hls(task, space.schedule(design.point), name=op.lower())))
+        design = optimize(task, "fpga", trials=150, method="q", seed=1)
+        result.append((op.lower(), task, emit_hls(task, design.schedule, name=op.lower())))
     task = get_task("GMM", 9, 7, 5)
     space = generate(analyze(task), "fpga")
     result.append(("gmm_random", task, emit_hls(task, space.schedule(space.random_point(3)), name="gmm_random")))
