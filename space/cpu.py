@@ -70,12 +70,21 @@ def _caps(node, levels, target):
     return lambda loop: (None,) * (levels - 1) + (innermost.get(loop.name) or MAX_VECTOR_LANES,)
 
 
+def _floors(node, levels, target):
+    """floors_of(loop): the contiguous loop's innermost factor fills at least one vector (when
+    its extent allows), so a vectorised tile does not run on a fraction of the lanes."""
+    loops = split_loops(node.spatial)
+    last = loops[-1].name if loops else None
+    lanes = max(1, target.vector_lanes)
+    return lambda loop: (None,) * (levels - 1) + (min(lanes, loop.extent) if loop.name == last else None,)
+
+
 def knobs(info, target):
     result = []
     for node in info.nodes:
         spatial = split_loops(node.spatial)
         levels = SPATIAL_LEVELS if _is_main(info, node) else PRODUCER_LEVELS
-        result += split_knobs(node, node.spatial, levels, _caps(node, levels, target))
+        result += split_knobs(node, node.spatial, levels, _caps(node, levels, target), _floors(node, levels, target))
         if _is_main(info, node):
             result += split_knobs(node, node.reduce, REDUCE_LEVELS)
             if split_loops(node.reduce):
@@ -155,10 +164,10 @@ def _vectorize(stage, config, node, loop, extent):
     return [Vectorize(stage, loop)] if config[knob_name(node, "vectorize")] and extent > 1 else []
 
 
-def _node_steps(info, node, config, caches):
+def _node_steps(info, target, node, config, caches):
     """Steps for one node computed at root; returns (steps, (stage, loop) its producers attach at)."""
     if node.reduce and config[knob_name(node, "accumulate")] == "registers":
-        return _register_tile_steps(info, node, config, caches)
+        return _register_tile_steps(info, target, node, config, caches)
     main = _is_main(info, node)  # producers are elementwise: they have no reduce loops
     s_levels = SPATIAL_LEVELS if main else PRODUCER_LEVELS
     steps, tokens, extents = _level_names(info, node, config, node.name, s_levels)
@@ -186,7 +195,7 @@ def _node_steps(info, node, config, caches):
     return reads + steps + places, (node.name, parallel or nest[0])
 
 
-def _register_tile_steps(info, node, config, caches):
+def _register_tile_steps(info, target, node, config, caches):
     """A reducing node that accumulates its S3 tile in a local buffer over the whole reduction:
     the node keeps the spatial tiling and copies the tile out; its write cache holds the
     reduce levels, outermost first, then the tile's loops, unrolled, the chosen axis vectorised."""
@@ -221,8 +230,10 @@ def _register_tile_steps(info, node, config, caches):
     vector_steps = _vectorize(tile_stage, config, node, tile[-1], tile_extent.get(tile[-1], 1))
     unrolled = tile[:-1] if vector_steps else tile
     steps += vector_steps + [Unroll(tile_stage, name) for name in unrolled if tile_extent.get(name, 1) > 1]
-    # The unroll knob bounds the whole unrolled body: tile points times reduce steps.
-    tile_points = math.prod(tile_extent.get(name, 1) for name in unrolled)
+    # The unroll knob bounds the whole unrolled body, in vector operations: tile rows times
+    # vectors per row times reduce steps (a larger body only costs compile time).
+    vectors = -(-tile_extent.get(tile[-1], 1) // max(1, target.vector_lanes)) if vector_steps else 1
+    tile_points = math.prod(tile_extent.get(name, 1) for name in unrolled) * vectors
     steps += unroll_steps(tile_stage, reduce_nest, extents, config[knob_name(node, "unroll")] // tile_points,
                           stop_at=set(tokens["R0"]))
     levels = {"R0": (tile_stage, tokens["R0"])}  # S1 and S2 copies would sit outside the reader
@@ -237,7 +248,7 @@ def emit(info, target, config):
     anchors, caches = {}, set()
     for node in info.nodes:
         if attachment(info, config, node) in (ATTACH_ROOT, ATTACH_AT):
-            node_steps, anchors[node.name] = _node_steps(info, node, config, caches)
+            node_steps, anchors[node.name] = _node_steps(info, target, node, config, caches)
             steps += node_steps
     steps += compute_at_steps(info, config, anchors)
     return Schedule(tuple(steps))

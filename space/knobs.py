@@ -162,17 +162,20 @@ class _Knob:
 class SplitKnob(_Knob):
     """How a loop of trip count extent is split into parts factors, outer to inner."""
 
-    def __init__(self, name, extent, parts, caps=None, guarded=True):
+    def __init__(self, name, extent, parts, caps=None, guarded=True, floors=None):
         self._set_name(name, "split")
         self.extent = self._positive_int("extent", extent)
         self.parts = self._positive_int("parts", parts)
         self.caps = self._checked_caps(caps)
+        self.floors = self._checked_caps(floors)  # the smallest factor each part may take
         self.guarded = bool(guarded)
         exact = sorted(_factorisations(self.extent, self.caps))
         padded = sorted(_guarded_factorisations(self.extent, self.caps)) if self.guarded else []
-        if not exact and not padded:
-            raise self._error(f"caps {self.caps} leave no split of extent {self.extent}")
-        self.values = tuple(exact + padded)
+        values = [value for value in exact + padded
+                  if all(floor is None or factor >= floor for factor, floor in zip(value, self.floors))]
+        if not values:
+            raise self._error(f"caps {self.caps} and floors {self.floors} leave no split of extent {self.extent}")
+        self.values = tuple(values)
         self.directions = tuple((up, down) for up in range(self.parts)
                                 for down in range(self.parts) if up != down)
         largest_factor = max(max(value) for value in self.values)

@@ -43,10 +43,11 @@ def attach_knob(info, node, allow_at):
     return ChoiceKnob(knob_name(node, "attach"), "attach", values) if len(values) > 1 else None
 
 
-def split_knobs(node, loops, parts, caps_of=None):
-    """A SplitKnob per loop with extent > 1; caps_of(loop) gives the per-part caps or None."""
-    return [SplitKnob(knob_name(node, "split", loop), loop.extent, parts,
-                      caps=caps_of(loop) if caps_of else None) for loop in split_loops(loops)]
+def split_knobs(node, loops, parts, caps_of=None, floors_of=None):
+    """A SplitKnob per loop with extent > 1; caps_of(loop) / floors_of(loop) give the per-part
+    largest / smallest factors, or None."""
+    return [SplitKnob(knob_name(node, "split", loop), loop.extent, parts, caps=caps_of(loop) if caps_of else None,
+                      floors=floors_of(loop) if floors_of else None) for loop in split_loops(loops)]
 
 
 def attachment(info, config, node):

@@ -290,3 +290,11 @@ def test_choice_knob_ends_and_encoding():
 def test_choice_knob_rejects_bad_values(values, fragment):
     with pytest.raises(ValueError, match=f"unroll knob 'U'.*{fragment}"):
         ChoiceKnob("U", "unroll", values)
+
+
+def test_split_floors_keep_only_values_with_large_enough_factors():
+    knob = SplitKnob("s", 112, 3, caps=(None, None, 16), floors=(None, None, 8))
+    assert {value[-1] for value in knob.values} == {8, 14, 16}  # the divisors of 112 in 8..16
+    assert all(value[-1] >= 8 for value in knob.values)
+    with pytest.raises(ValueError, match="floors"):
+        SplitKnob("s", 112, 2, caps=(None, 4), floors=(None, 8))
