@@ -51,32 +51,26 @@ def _is_main(info, node):
     return node.name in info.outputs or bool(node.reduce)
 
 
-def _caps(node, levels, target):
-    """caps_of(loop) for the split knobs: the innermost (S3) factors bounded by the register file.
+def _innermost_bounds(node, levels, target):
+    """(caps_of, floors_of) for the spatial split knobs: the innermost (S3) factors within the
+    register file.
 
-    The last spatial loop is usually the output's contiguous one, so it may reach a few whole
-    vectors; the other S3 factors share the vector registers."""
+    The last spatial loop is usually the output's contiguous one: its factor fills at least one
+    vector (when its extent allows), so a vectorised tile never runs on a fraction of the lanes,
+    and at most VECTORS_PER_ROW; the other S3 factors share the remaining vector registers."""
     loops = split_loops(node.spatial)
-    innermost = {loop.name: None for loop in loops}
-    if loops:
-        lanes = max(1, target.vector_lanes)
-        registers = max(1, target.vector_registers or 16)
-        last = loops[-1]
-        innermost[last.name] = min(MAX_VECTOR_LANES, VECTORS_PER_ROW * lanes)
-        others = {loop.name: loop.extent for loop in loops[:-1]}
-        rows = max(1, registers // VECTORS_PER_ROW)
-        grown = grow_caps({"rows": others}, lambda caps: math.prod(caps["rows"].values()) <= rows)
-        innermost.update(grown["rows"])
-    return lambda loop: (None,) * (levels - 1) + (innermost.get(loop.name) or MAX_VECTOR_LANES,)
-
-
-def _floors(node, levels, target):
-    """floors_of(loop): the contiguous loop's innermost factor fills at least one vector (when
-    its extent allows), so a vectorised tile does not run on a fraction of the lanes."""
-    loops = split_loops(node.spatial)
-    last = loops[-1].name if loops else None
     lanes = max(1, target.vector_lanes)
-    return lambda loop: (None,) * (levels - 1) + (min(lanes, loop.extent) if loop.name == last else None,)
+    caps, floors = {}, {}
+    if loops:
+        last = loops[-1]
+        caps[last.name] = min(MAX_VECTOR_LANES, VECTORS_PER_ROW * lanes)
+        floors[last.name] = min(lanes, last.extent)
+        rows = max(1, (target.vector_registers or 16) // VECTORS_PER_ROW)
+        others = {loop.name: loop.extent for loop in loops[:-1]}
+        caps.update(grow_caps({"rows": others}, lambda grown: math.prod(grown["rows"].values()) <= rows)["rows"])
+    outer = (None,) * (levels - 1)
+    return (lambda loop: outer + (caps.get(loop.name, MAX_VECTOR_LANES),),
+            lambda loop: outer + (floors.get(loop.name),))
 
 
 def knobs(info, target):
@@ -84,7 +78,7 @@ def knobs(info, target):
     for node in info.nodes:
         spatial = split_loops(node.spatial)
         levels = SPATIAL_LEVELS if _is_main(info, node) else PRODUCER_LEVELS
-        result += split_knobs(node, node.spatial, levels, _caps(node, levels, target), _floors(node, levels, target))
+        result += split_knobs(node, node.spatial, levels, *_innermost_bounds(node, levels, target))
         if _is_main(info, node):
             result += split_knobs(node, node.reduce, REDUCE_LEVELS)
             if split_loops(node.reduce):
@@ -172,8 +166,8 @@ def _node_steps(info, target, node, config, caches):
     s_levels = SPATIAL_LEVELS if main else PRODUCER_LEVELS
     steps, tokens, extents = _level_names(info, node, config, node.name, s_levels)
     innermost = f"S{s_levels - 1}"
-    reduce_names = any(tokens[f"R{k}"] for k in range(REDUCE_LEVELS))
-    pattern = LEVEL_ORDERS[config[knob_name(node, "order")]] if reduce_names else \
+    has_reduce_levels = any(tokens[f"R{k}"] for k in range(REDUCE_LEVELS))
+    pattern = LEVEL_ORDERS[config[knob_name(node, "order")]] if has_reduce_levels else \
         [f"S{k}" for k in range(s_levels)]
     # Length-1 loops stay out of the tiling: spatial ones outermost (fused into the parallel
     # loop), reduce ones just inside it.
@@ -201,9 +195,7 @@ def _register_tile_steps(info, target, node, config, caches):
     reduce levels, outermost first, then the tile's loops, unrolled, the chosen axis vectorised."""
     tile_stage = f"{node.name}.local"  # the name CacheWrite gives; later read caches avoid it
     caches.add(tile_stage)
-    steps = []
-    level_steps, tokens, extents = _level_names(info, node, config, tile_stage, SPATIAL_LEVELS)
-    steps += level_steps
+    steps, tokens, extents = _level_names(info, node, config, tile_stage, SPATIAL_LEVELS)
     outer = [loop.name for loop in trivial_loops(node.spatial)]
     nest = outer + [name for k in range(SPATIAL_LEVELS) for name in tokens[f"S{k}"]]
     steps += reorder_step(node.name, nest)
