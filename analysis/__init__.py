@@ -5,7 +5,7 @@ from flexsched.tensor import Tensor
 from .access import read_accesses, write_access
 from .graph import mini_graph, post_order
 from .info import Access, AnalysisInfo, IndexAccess, Loop, NodeInfo, TensorInfo
-from .statistics import loops_of, ops_per_point
+from .statistics import has_select, loops_of, ops_per_point
 
 __all__ = ["analyze", "mini_graph", "post_order", "AnalysisInfo", "NodeInfo", "Loop", "Access",
            "IndexAccess", "TensorInfo"]
@@ -58,4 +58,5 @@ def _node_info(tensor, graph):
         reduction=getattr(body, "combiner", None),
         ops_per_point=ops_per_point(body),
         body=str(body),
+        guarded=has_select(body),
     )

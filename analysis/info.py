@@ -65,6 +65,7 @@ class NodeInfo:
     reduction: str | None  # "sum", "max", "min", or None for an elementwise node
     ops_per_point: int    # arithmetic operations per iteration of the nest
     body: str
+    guarded: bool = False  # the body selects its value by a condition (padding, masks)
 
     @property
     def num_spatial(self):

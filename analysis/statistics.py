@@ -21,6 +21,11 @@ def ops_per_point(body):
     return _count(body)
 
 
+def has_select(expr):
+    """Whether a body chooses its value by a condition anywhere."""
+    return isinstance(expr, Select) or any(has_select(child) for child in children(expr))
+
+
 def _count(expr):
     if isinstance(expr, Load):
         return 0

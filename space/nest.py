@@ -23,23 +23,23 @@ def knob_name(node, what, loop=None):
     return f"{node.name}.{what}" + (f".{loop.name}" if loop is not None else "")
 
 
-def attach_values(node, allow_at):
-    """Where a non-output node may be computed: inlined (elementwise only), at root, or inside
-    its single consumer's outer loop."""
+def attach_values(node, allow_at, inline_guarded=True):
+    """Where a non-output node may be computed: inlined (elementwise only; a guarded one only
+    where inline_guarded), at root, or inside its single consumer's outer loop."""
     if not node.consumers:
         return (ATTACH_ROOT,)
-    values = [] if node.reduce else [ATTACH_INLINE]
+    values = [] if node.reduce or (node.guarded and not inline_guarded) else [ATTACH_INLINE]
     values.append(ATTACH_ROOT)
     if allow_at and len(node.consumers) == 1:
         values.append(ATTACH_AT)
     return tuple(values)
 
 
-def attach_knob(info, node, allow_at):
+def attach_knob(info, node, allow_at, inline_guarded=True):
     """The attach knob of a producer, or None for outputs and nodes with one choice."""
     if node.name in info.outputs:
         return None
-    values = attach_values(node, allow_at)
+    values = attach_values(node, allow_at, inline_guarded)
     return ChoiceKnob(knob_name(node, "attach"), "attach", values) if len(values) > 1 else None
 
 

@@ -128,7 +128,7 @@ def test_register_tile_lives_in_registers():
     config = space.config(space.random_point(0)).to_dict()
     config.update({"O.split.k": (2, 1, 1, 4), "O.split.h": (6, 1, 1, 1), "O.split.w": (1, 1, 1, 16),
                    "O.split.rc": (2, 1, 4), "O.split.rh": (1, 1, 3), "O.split.rw": (1, 1, 3),
-                   "O.inner": "w", "O.vectorize": 1, "O.unroll": 128, "O.order": 0, "O.fuse": 2,
+                   "O.unroll": 128, "O.order": 0, "O.fuse": 2,
                    "O.pack.pad": "none", "O.pack.W": "none", "pad.attach": "root"})
     vector_stores = {}
     for accumulate in ("registers", "memory"):

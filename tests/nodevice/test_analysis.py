@@ -146,3 +146,9 @@ def test_affine_form_agrees_with_evaluation(expr, point):
     env = {id(var): value for var, value in zip(_VARS, point)}
     expected = int(eval_expr(expr, env, None))
     assert sum(coefficients.get(v.name, 0) * x for v, x in zip(_VARS, point)) + offset == expected
+
+
+def test_a_body_that_selects_by_a_condition_is_guarded():
+    padded = {node.name: node.guarded for node in analyze(get_task("C2D", 1, 8, 14, 14, 32, 3, 1, 1)).nodes}
+    unpadded = {node.name: node.guarded for node in analyze(get_task("C2D", 1, 8, 14, 14, 32, 1, 1, 0)).nodes}
+    assert padded == {"pad": True, "O": False} and unpadded == {"pad": False, "O": False}

@@ -273,8 +273,7 @@ def _cpu_config(space, seed=0, **values):
 def test_register_tile_accumulates_the_innermost_tile_over_the_whole_reduction():
     info = analyze(get_task("GMM", 64, 64, 64))
     space = generate(info, "llvm")
-    config = _cpu_config(space, O__accumulate="registers", O__split__i=(2, 2, 4, 4), O__split__j=(2, 1, 2, 16),
-                         O__inner="j", O__vectorize=1)
+    config = _cpu_config(space, O__accumulate="registers", O__split__i=(2, 2, 4, 4), O__split__j=(2, 1, 2, 16))
     state = check_point(space, space.point(config))
     tile = state.stages["O.local"]
     assert tile.attach == "at" and tile.attach_to == ("O", "j.2")  # just outside the S3 loops
@@ -295,6 +294,22 @@ def test_innermost_tile_is_bounded_by_the_register_file():
         spatial = [f"{node.name}.split.{loop.name}" for loop in node.spatial if loop.extent > 1]
         assert caps[spatial[-1]] == 2 * 8  # the contiguous loop: up to two vectors
         assert math.prod(caps[name] for name in spatial[:-1]) <= 8  # the rest: the other registers
+
+
+def test_cpu_vectorises_the_output_contiguous_loop_and_never_inlines_a_guarded_producer():
+    padded = generate(analyze(get_task("C2D", 1, 8, 14, 14, 32, 3, 1, 1)), "llvm")
+    unpadded = generate(analyze(get_task("C2D", 1, 8, 14, 14, 32, 1, 1, 0)), "llvm")
+    names = {knob.name for knob in padded.knobs}
+    assert not any(name.endswith((".inner", ".vectorize")) for name in names)
+    attach = {space: next(k.values for k in space.knobs if k.name == "pad.attach") for space in (padded, unpadded)}
+    assert "inline" not in attach[padded] and "inline" in attach[unpadded]  # the select is the guard
+    assert "inline" in next(k.values for k in generate(padded.info, "cuda").knobs if k.name == "pad.attach")
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        state = check_point(padded, padded.random_point(rng))
+        for stage in (state.stages["O"], state.stages.get("O.local")):
+            vectorised = [loop.name for loop in stage.loops if loop.annotation == "vectorize"] if stage else []
+            assert all(name.split(".")[0] == "w" for name in vectorised)
 
 
 def test_producer_inlined_into_several_consumers_is_not_computed_at_one_of_them():
