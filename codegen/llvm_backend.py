@@ -10,6 +10,10 @@ reorder freely; CompiledFunc refuses arguments whose memory overlaps a written o
 
 Vectorized loops become one body over <lanes x type> values when every lane provably
 touches its own elements; otherwise they run lane by lane (see CompiledFunc.fallbacks).
+A vector whose lanes do not fill whole registers (14 lanes on an 8-lane machine) is padded
+to whole registers: LLVM splits an odd width into pieces and shuffles between them. The extra
+lanes compute but never touch memory: their loads and stores are masked, or land in the
+padding that local buffers carry at the end of each row.
 """
 
 from __future__ import annotations
@@ -193,10 +197,10 @@ def _affine_stride(expr, var):
     return None
 
 
-def _flat_stride(buffer, indices, var):
+def _flat_stride(buffer, indices, var, shape=None):
     """Elements between the accesses of neighbouring lanes, None when not a constant."""
     total = 0
-    for index, step in zip(indices, _row_strides(buffer.shape)):
+    for index, step in zip(indices, _row_strides(shape or buffer.shape)):
         stride = _affine_stride(index, var)
         if stride is None:
             return None
@@ -338,6 +342,8 @@ class _FunctionEmitter:
         self.pointers = dict(zip(module_builder.func.params, pointers))
         self.env = {}           # id(loop variable) -> its value
         self.vector = None      # (variable, lanes) while emitting the one body of a vectorized loop
+        self.live_lanes = None  # lanes of the loop itself when self.vector is padded beyond them
+        self.shapes = {}        # local buffer -> its shape with padded rows
         self.in_index = 0       # > 0 while emitting a tensor index: its integer math cannot overflow
         self.heap = []          # malloc'ed scratch, freed on return
 
@@ -407,8 +413,7 @@ class _FunctionEmitter:
     def _vectorized(self, loop):
         reason = _vectorize_blocker(loop)
         if reason is None:
-            lanes = loop.extent
-            with self._vector_mode(loop.var, lanes):
+            with self._vector_mode(loop.var, _padded_lanes(loop.extent), loop.extent):
                 self.stmt(loop.body)
             return
         how = "unrolled lane by lane" if loop.extent <= MAX_VECTOR_LANES else "as a serial loop"
@@ -433,9 +438,12 @@ class _FunctionEmitter:
     def _allocate(self, stmt):
         """Scratch for the body, made once per call of this function (so once per thread chunk)."""
         buffer = stmt.buffer
-        nbytes = buffer.size * _ITEM_SIZES[buffer.dtype]
+        shape = (*buffer.shape[:-1], _row_pitch(buffer.shape[-1])) if buffer.shape else buffer.shape
+        self.shapes[buffer] = shape
+        size = int(np.prod(shape, dtype=np.int64))
+        nbytes = size * _ITEM_SIZES[buffer.dtype]
         if nbytes <= MAX_STACK_BYTES:
-            pointer = self.entry.alloca(ir.ArrayType(_llvm_type(buffer.dtype), buffer.size), name=buffer.name)
+            pointer = self.entry.alloca(ir.ArrayType(_llvm_type(buffer.dtype), size), name=buffer.name)
             pointer.type = _PTR     # llvmlite gives allocas a typed pointer, which refuses vector stores
         else:
             malloc = self.mb.declare("malloc", _PTR, [_I64])
@@ -460,12 +468,16 @@ class _FunctionEmitter:
             self.builder.store(value, self._address(buffer, pointer, flat), align=align)
             return
         var, lanes = self.vector
-        stride = _flat_stride(buffer, _indices(store), var)     # a non-zero int: _vectorize_blocker said so
+        stride = _flat_stride(buffer, _indices(store), var, self.shapes.get(buffer))  # non-zero: see the blocker
         base = self._lane_zero_index(buffer, _indices(store))
         if stride == 1:
-            self.builder.store(self._broadcast(value, lanes), self._address(buffer, pointer, base), align=align)
+            value = self._broadcast(value, lanes)
+            if self._lanes_stay_in_row(buffer, _indices(store)):
+                self.builder.store(value, self._address(buffer, pointer, base), align=align)
+            else:
+                self._masked_store(buffer, pointer, base, value)
             return
-        for lane in range(lanes):
+        for lane in range(self.live_lanes or lanes):
             flat = self.builder.add(base, _int64(lane * stride))
             self.builder.store(self._lane(value, lane), self._address(buffer, pointer, flat), align=align)
 
@@ -486,15 +498,34 @@ class _FunctionEmitter:
                 self.env[key] = previous
 
     @contextlib.contextmanager
-    def _vector_mode(self, var, lanes):
-        """Inside, var is the vector <0, 1, ..., lanes-1> and expressions may be vectors."""
+    def _vector_mode(self, var, lanes, live_lanes):
+        """Inside, var is the vector <0, 1, ..., lanes-1> and expressions may be vectors; lanes
+        from live_lanes on are padding."""
         lane_numbers = ir.Constant(ir.VectorType(_I64, lanes), list(range(lanes)))
-        outer, self.vector = self.vector, (var, lanes)
+        outer = self.vector, self.live_lanes
+        self.vector, self.live_lanes = (var, lanes), (live_lanes if live_lanes < lanes else None)
         try:
             with self._bound(var, lane_numbers):
                 yield
         finally:
-            self.vector = outer
+            self.vector, self.live_lanes = outer
+
+    def _lanes_stay_in_row(self, buffer, indices):
+        """Whether every lane of a contiguous access, padding included, lies in memory it may touch:
+        always without padding; with it, only along the padded rows of a local buffer."""
+        if self.live_lanes is None:
+            return True
+        var, lanes = self.vector
+        shape = self.shapes.get(buffer)
+        if shape is None or _affine_stride(indices[-1], var) != 1 or \
+                any(_mentions(index, var) for index in indices[:-1]):
+            return False
+        return shape[-1] - buffer.shape[-1] >= lanes - self.live_lanes
+
+    def _live_mask(self, lanes):
+        """<lanes x i1>: true on the lanes of the loop itself."""
+        live = self.live_lanes or lanes
+        return ir.Constant(ir.VectorType(_I1, lanes), [int(lane < live) for lane in range(lanes)])
 
     def _lane_zero_index(self, buffer, indices, guarded=False):
         """The flat index lane 0 accesses (a scalar): the indices with the vector variable at 0."""
@@ -505,6 +536,11 @@ class _FunctionEmitter:
                 return self._flat_index(buffer, indices, guarded)
         finally:
             self.vector = (var, lanes)
+
+    def _size(self, buffer):
+        """Elements the buffer's memory holds (local rows are padded)."""
+        shape = self.shapes.get(buffer)
+        return buffer.size if shape is None else int(np.prod(shape, dtype=np.int64))
 
     def _pointer_of(self, buffer):
         pointer = self.pointers.get(buffer)
@@ -521,7 +557,7 @@ class _FunctionEmitter:
         flat = None
         self.in_index += 1
         try:
-            for index, extent in zip(indices, buffer.shape):
+            for index, extent in zip(indices, self.shapes.get(buffer, buffer.shape)):
                 value = self._convert(self.expr(index, guarded), "int64")
                 if flat is None:
                     flat = value
@@ -544,52 +580,72 @@ class _FunctionEmitter:
 
     def _scalar_load(self, buffer, pointer, flat, guarded):
         if guarded:
-            flat = self._clamp(flat, buffer.size)
+            flat = self._clamp(flat, self._size(buffer))
         address = self._address(buffer, pointer, flat)
         return self.builder.load(address, align=_ITEM_SIZES[buffer.dtype], typ=_llvm_type(buffer.dtype))
 
     def _vector_load(self, buffer, pointer, indices, guarded):
         """A load whose index varies over the lanes: contiguous, broadcast, or lane by lane."""
         var, lanes = self.vector
-        stride = _flat_stride(buffer, indices, var)
+        live = self.live_lanes or lanes
+        stride = _flat_stride(buffer, indices, var, self.shapes.get(buffer))
         if stride is None:
             flat = self._flat_index(buffer, indices, guarded)
-            return self._gather(buffer, pointer, [self._lane(flat, lane) for lane in range(lanes)], guarded)
+            return self._gather(buffer, pointer, [self._lane(flat, lane) for lane in range(live)], guarded, lanes)
         base = self._lane_zero_index(buffer, indices, guarded)
         if stride == 0:
             return self._scalar_load(buffer, pointer, base, guarded)
-        if stride == 1 and guarded:
-            return self._masked_load(buffer, pointer, base, lanes)
+        if stride == 1 and (guarded or not self._lanes_stay_in_row(buffer, indices)):
+            return self._masked_load(buffer, pointer, base, lanes, guarded)
         if stride == 1:
             address = self._address(buffer, pointer, base)
             return self.builder.load(address, align=_ITEM_SIZES[buffer.dtype], typ=_llvm_type(buffer.dtype, lanes))
-        flats = [self.builder.add(base, _int64(lane * stride)) for lane in range(lanes)]
-        return self._gather(buffer, pointer, flats, guarded)
+        flats = [self.builder.add(base, _int64(lane * stride)) for lane in range(live)]
+        return self._gather(buffer, pointer, flats, guarded, lanes)
 
-    def _gather(self, buffer, pointer, flats, guarded):
-        vector = ir.Constant(_llvm_type(buffer.dtype, len(flats)), ir.Undefined)
+    def _gather(self, buffer, pointer, flats, guarded, lanes):
+        """A vector of lanes loaded one by one from flats; padding lanes past them hold zero (a
+        harmless divisor, where undefined lanes would make a division undefined)."""
+        vector = ir.Constant(_llvm_type(buffer.dtype, lanes), None)
         for lane, flat in enumerate(flats):
             value = self._scalar_load(buffer, pointer, flat, guarded)
             vector = self.builder.insert_element(vector, value, ir.Constant(_I32, lane))
         return vector
 
-    def _masked_load(self, buffer, pointer, base, lanes):
-        """A contiguous load that touches only the lanes inside the buffer (zero elsewhere).
+    def _masked_load(self, buffer, pointer, base, lanes, guarded):
+        """A contiguous load that touches only the live lanes, and under a select only those inside
+        the buffer (zero elsewhere).
 
         Under a select, lanes at the border may point outside the buffer; clamping them one by
         one would be a gather, while a masked load stays one instruction (vmaskmov on AVX2).
         """
         builder = self.builder
         vector_type = _llvm_type(buffer.dtype, lanes)
-        lane_index = builder.add(self._broadcast(base, lanes), ir.Constant(ir.VectorType(_I64, lanes), list(range(lanes))))
-        inside = builder.and_(builder.icmp_signed(">=", lane_index, _constant_like(lane_index, 0)),
-                              builder.icmp_signed("<", lane_index, _constant_like(lane_index, buffer.size)))
-        suffix = f"v{lanes}{'f' if dtypes.is_float(buffer.dtype) else 'i'}{_BITS[buffer.dtype]}"
-        masked_load = self.mb.declare(f"llvm.masked.load.{suffix}.p0", vector_type,
+        mask = self._live_mask(lanes)
+        if guarded:
+            lane_index = builder.add(self._broadcast(base, lanes),
+                                     ir.Constant(ir.VectorType(_I64, lanes), list(range(lanes))))
+            inside = builder.and_(builder.icmp_signed(">=", lane_index, _constant_like(lane_index, 0)),
+                                  builder.icmp_signed("<", lane_index, _constant_like(lane_index, self._size(buffer))))
+            mask = builder.and_(inside, mask)
+        masked_load = self.mb.declare(f"llvm.masked.load.{self._vector_suffix(buffer, lanes)}.p0", vector_type,
                                       [_PTR, _I32, ir.VectorType(_I1, lanes), vector_type])
         address = self._address(buffer, pointer, base, inbounds=False)   # lane 0 itself may lie outside
         alignment = ir.Constant(_I32, _ITEM_SIZES[buffer.dtype])
-        return builder.call(masked_load, [address, alignment, inside, ir.Constant(vector_type, None)])
+        return builder.call(masked_load, [address, alignment, mask, ir.Constant(vector_type, None)])
+
+    def _masked_store(self, buffer, pointer, base, value):
+        """A contiguous store of the live lanes only."""
+        lanes = _lanes(value)
+        masked_store = self.mb.declare(f"llvm.masked.store.{self._vector_suffix(buffer, lanes)}.p0", ir.VoidType(),
+                                       [value.type, _PTR, _I32, ir.VectorType(_I1, lanes)])
+        address = self._address(buffer, pointer, base)
+        self.builder.call(masked_store, [value, address, ir.Constant(_I32, _ITEM_SIZES[buffer.dtype]),
+                                         self._live_mask(lanes)])
+
+    @staticmethod
+    def _vector_suffix(buffer, lanes):
+        return f"v{lanes}{'f' if dtypes.is_float(buffer.dtype) else 'i'}{_BITS[buffer.dtype]}"
 
     # ------------------------------------------------------------ vectors
 
@@ -842,6 +898,29 @@ def _target_machine():
 @functools.cache
 def _host_features():
     return llvm.get_host_cpu_features().flatten()
+
+
+@functools.cache
+def _host_register_lanes():
+    """32-bit lanes of this host's widest vector registers."""
+    features = _host_features().split(",")
+    return 16 if "+avx512f" in features else 8 if "+avx" in features else 4
+
+
+def _padded_lanes(extent):
+    """The lanes a vectorized loop of extent computes: whole registers (of SSE width for short loops)."""
+    if extent <= 2:
+        return extent
+    unit = _host_register_lanes() if extent > _host_register_lanes() // 2 else 4
+    padded = -(-extent // unit) * unit
+    return padded if padded <= MAX_VECTOR_LANES else extent
+
+
+def _row_pitch(row):
+    """The padded length of a local buffer's rows: room for a padded vector that starts anywhere
+    in the row (its live lanes end inside it, the rest by less than a register further)."""
+    unit = _host_register_lanes()
+    return row if row <= 1 or row % unit == 0 else -(-(row + unit - 1) // unit) * unit
 
 
 @functools.cache

@@ -44,7 +44,8 @@ def elementwise(kind, extent, outer=4, dtype="float32", value=lambda a, b: a + b
 
 
 @pytest.mark.parametrize("kind,extent", [("serial", 8), ("unrolled", 8), ("vectorized", 8),
-                                         ("vectorized", 16), ("vectorized", 5)])
+                                         ("vectorized", 16), ("vectorized", 5), ("vectorized", 7),
+                                         ("vectorized", 14), ("vectorized", 3)])
 def test_elementwise_add(kind, extent):
     kernel = compile_func(elementwise(kind, extent))
     a, b, c = rand(4 * extent), rand(4 * extent), np.zeros(4 * extent, "float32")
@@ -57,6 +58,39 @@ def test_vectorized_loop_emits_vector_types_and_registers():
     kernel = compile_func(elementwise("vectorized", 8))
     assert "<8 x float>" in kernel.llvm_ir
     assert any(reg in kernel.asm() for reg in ("%ymm", "%zmm", "%xmm"))
+
+
+def test_odd_width_vectors_fill_whole_registers_and_touch_only_their_lanes():
+    """14 lanes compute as 16 (two AVX2 registers) with masked loads and stores: the element
+    after each row keeps its value, and nothing is read past the end of the arrays."""
+    kernel = compile_func(elementwise("vectorized", 14, outer=3))
+    a, b = rand(42), rand(42)
+    c = np.full(43, 7.0, "float32")
+    kernel(a, b, c[:42])
+    np.testing.assert_array_equal(c[:42], a + b)
+    assert c[42] == 7.0
+    if "<16 x float>" in kernel.llvm_ir:   # on an 8- or 16-lane host
+        assert "llvm.masked.store" in kernel.llvm_ir
+
+
+def test_odd_width_register_tile_stays_in_registers_without_clobbering_its_rows():
+    """A local [3, 14] tile, vectorised by rows: padded lanes land in the rows' padding, so
+    plain vector loads and stores do, and SROA keeps the tile out of memory."""
+    A, O = buf("A", (5, 14)), buf("O", (3, 14))
+    tile = buf("tile", (3, 14), scope="local")
+
+    def body(_):
+        rows = [loop("j", 14, "vectorized", lambda j, r=r: Store(tile, (r, j), 0.0)) for r in range(3)]
+        for k in range(5):
+            rows += [loop("j", 14, "vectorized", lambda j, r=r, k=k: Store(
+                tile, (r, j), ld(tile, r, j) + ld(A, k, j) * float(r + 1))) for r in range(3)]
+        rows += [loop("j", 14, "vectorized", lambda j, r=r: Store(O, (r, j), ld(tile, r, j))) for r in range(3)]
+        return Allocate(tile, seq(*rows))
+    kernel = compile_func(PrimFunc("tile14", (A, O), loop("o", 1, "serial", body)))
+    a, o = rand(5, 14), np.zeros((3, 14), "float32")
+    kernel(a, o)
+    np.testing.assert_allclose(o, np.outer([1, 2, 3], a.sum(axis=0)), rtol=1e-5, atol=1e-5)
+    assert "alloca" not in kernel.llvm_ir   # the optimised module: the tile lives in registers
 
 
 def test_transpose_scatters_a_vector_store():
