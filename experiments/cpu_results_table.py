@@ -9,8 +9,14 @@ import statistics
 import sys
 
 
+def case_order(row):
+    """GMM first, then the YOLO layers by number, whatever order the files came in."""
+    name = row["case"]
+    return (0, 0) if name == "GMM" else (1, int(name[1:]))
+
+
 def main(paths):
-    rows = [row for path in paths for row in json.load(open(path))]
+    rows = sorted((row for path in paths for row in json.load(open(path))), key=case_order)
     print("| case | task | trials (ok) | ours GFLOPS | torch GFLOPS | ratio (range) | compile s | candidates/s |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
