@@ -47,6 +47,9 @@ _SCALAR_TYPES = {"float32": ir.FloatType(), "float64": ir.DoubleType(),
 _DTYPE_OF_TYPE = {"float": "float32", "double": "float64", "i32": "int32", "i64": "int64", "i1": "bool"}
 _ITEM_SIZES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 _BITS = {"float32": 32, "float64": 64, "int32": 32, "int64": 64, "bool": 1}
+# Strides up to this load their whole span (stride times the vector) and shuffle; wider ones
+# load lane by lane, since most of the span would be wasted.
+_MAX_SHUFFLED_STRIDE = 4
 _FLOAT_MATH = ("exp", "log", "sqrt")
 _CONTRACT = ("contract",)   # lets a multiply feeding an add fuse to an FMA, and nothing more
 _NO_WRAP = ("nsw",)        # a loop counter stays below its end: it never wraps
@@ -600,8 +603,34 @@ class _FunctionEmitter:
         if stride == 1:
             address = self._address(buffer, pointer, base)
             return self.builder.load(address, align=_ITEM_SIZES[buffer.dtype], typ=_llvm_type(buffer.dtype, lanes))
+        if 2 <= stride <= _MAX_SHUFFLED_STRIDE and buffer.dtype in _ITEM_SIZES:
+            return self._strided_load(buffer, pointer, base, stride, lanes, guarded)
         flats = [self.builder.add(base, _int64(lane * stride)) for lane in range(live)]
         return self._gather(buffer, pointer, flats, guarded, lanes)
+
+    def _strided_load(self, buffer, pointer, base, stride, lanes, guarded):
+        """Every stride-th element from base (a strided convolution's input row): one masked load
+        of the span that touches only the wanted elements, then a shuffle that picks them out,
+        in place of one scalar load per lane."""
+        builder = self.builder
+        span = lanes * stride
+        live = self.live_lanes or lanes
+        wanted = ir.Constant(ir.VectorType(_I1, span), [int(i % stride == 0 and i // stride < live)
+                                                        for i in range(span)])
+        if guarded:
+            element = builder.add(self._broadcast(base, span), ir.Constant(ir.VectorType(_I64, span), list(range(span))))
+            inside = builder.and_(builder.icmp_signed(">=", element, _constant_like(element, 0)),
+                                  builder.icmp_signed("<", element, _constant_like(element, self._size(buffer))))
+            wanted = builder.and_(inside, wanted)
+        span_type = _llvm_type(buffer.dtype, span)
+        masked_load = self.mb.declare(f"llvm.masked.load.{self._vector_suffix(buffer, span)}.p0", span_type,
+                                      [_PTR, _I32, ir.VectorType(_I1, span), span_type])
+        address = self._address(buffer, pointer, base, inbounds=False)   # lane 0 itself may lie outside
+        # Lanes it does not load are zero, like _gather's padding lanes.
+        loaded = builder.call(masked_load, [address, ir.Constant(_I32, _ITEM_SIZES[buffer.dtype]), wanted,
+                                            ir.Constant(span_type, None)])
+        picks = ir.Constant(ir.VectorType(_I32, lanes), [lane * stride for lane in range(lanes)])
+        return builder.shuffle_vector(loaded, ir.Constant(span_type, ir.Undefined), picks)
 
     def _gather(self, buffer, pointer, flats, guarded, lanes):
         """A vector of lanes loaded one by one from flats; padding lanes past them hold zero (a

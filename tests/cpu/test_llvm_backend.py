@@ -220,6 +220,37 @@ def test_padded_read_under_select(kind):
         assert "llvm.masked.load" in kernel.unoptimized_ir and kernel.fallbacks == ()
 
 
+@pytest.mark.parametrize("stride,extent", [(2, 8), (2, 7), (3, 14), (4, 8)])
+def test_strided_read_loads_its_span_and_shuffles(stride, extent):
+    """A stride-2 convolution reads its input row every other element: one masked load of the
+    span and a shuffle, exact, for odd widths too."""
+    rows = 3
+    A, O = buf("A", (rows, extent * stride)), buf("O", (rows, extent))
+    body = loop("r", rows, "serial", lambda r: loop("w", extent, "vectorized", lambda w: Store(
+        O, (r, w), ld(A, r, w * stride) * 2.0)))
+    kernel = compile_func(PrimFunc(f"strided_{stride}_{extent}", (A, O), body))
+    a, o = rand(rows, extent * stride), np.zeros((rows, extent), "float32")
+    kernel(a, o)
+    np.testing.assert_array_equal(o, a[:, ::stride] * 2)
+    assert "shufflevector" in kernel.unoptimized_ir and kernel.fallbacks == ()
+
+
+def test_strided_read_under_select_stays_inside_the_buffer():
+    """The padded input of a stride-2 convolution: lanes whose element lies outside the buffer
+    are masked off (a stray read would be discarded but must not fault)."""
+    I, O = buf("I", (8,)), buf("O", (5,))
+    body = loop("o", 1, "serial", lambda o: loop("w", 5, "vectorized", lambda w: Store(
+        O, (w,), select((w * 2 - 1 >= 0) & (w * 2 - 1 < 8), ld(I, w * 2 - 1), 0.0))))
+    kernel = compile_func(PrimFunc("strided_pad", (I, O), body))
+    storage = np.full(24, np.nan, "float32")
+    image = storage[8:16]
+    image[:] = rand(8)
+    out = np.full(5, -1.0, "float32")
+    kernel(image, out)
+    np.testing.assert_array_equal(out, np.pad(image, 1)[::2][:5])
+    assert "shufflevector" in kernel.unoptimized_ir and kernel.fallbacks == ()
+
+
 def test_guard_inside_vectorized_loop_falls_back():
     A, C = buf("A", (16,)), buf("C", (13,))
     body = loop("o", 2, "serial", lambda o: loop("i", 8, "vectorized", lambda i: IfThenElse(
