@@ -612,25 +612,13 @@ class _FunctionEmitter:
         """Every stride-th element from base (a strided convolution's input row): one masked load
         of the span that touches only the wanted elements, then a shuffle that picks them out,
         in place of one scalar load per lane."""
-        builder = self.builder
         span = lanes * stride
         live = self.live_lanes or lanes
         wanted = ir.Constant(ir.VectorType(_I1, span), [int(i % stride == 0 and i // stride < live)
                                                         for i in range(span)])
-        if guarded:
-            element = builder.add(self._broadcast(base, span), ir.Constant(ir.VectorType(_I64, span), list(range(span))))
-            inside = builder.and_(builder.icmp_signed(">=", element, _constant_like(element, 0)),
-                                  builder.icmp_signed("<", element, _constant_like(element, self._size(buffer))))
-            wanted = builder.and_(inside, wanted)
-        span_type = _llvm_type(buffer.dtype, span)
-        masked_load = self.mb.declare(f"llvm.masked.load.{self._vector_suffix(buffer, span)}.p0", span_type,
-                                      [_PTR, _I32, ir.VectorType(_I1, span), span_type])
-        address = self._address(buffer, pointer, base, inbounds=False)   # lane 0 itself may lie outside
-        # Lanes it does not load are zero, like _gather's padding lanes.
-        loaded = builder.call(masked_load, [address, ir.Constant(_I32, _ITEM_SIZES[buffer.dtype]), wanted,
-                                            ir.Constant(span_type, None)])
+        loaded = self._masked_span(buffer, pointer, base, wanted, guarded)
         picks = ir.Constant(ir.VectorType(_I32, lanes), [lane * stride for lane in range(lanes)])
-        return builder.shuffle_vector(loaded, ir.Constant(span_type, ir.Undefined), picks)
+        return self.builder.shuffle_vector(loaded, ir.Constant(loaded.type, ir.Undefined), picks)
 
     def _gather(self, buffer, pointer, flats, guarded, lanes):
         """A vector of lanes loaded one by one from flats; padding lanes past them hold zero (a
@@ -648,17 +636,22 @@ class _FunctionEmitter:
         Under a select, lanes at the border may point outside the buffer; clamping them one by
         one would be a gather, while a masked load stays one instruction (vmaskmov on AVX2).
         """
+        return self._masked_span(buffer, pointer, base, self._live_mask(lanes), guarded)
+
+    def _masked_span(self, buffer, pointer, base, mask, guarded):
+        """The elements from base on where mask is set, and under a select only those inside the
+        buffer; zero elsewhere (like _gather's padding lanes)."""
         builder = self.builder
-        vector_type = _llvm_type(buffer.dtype, lanes)
-        mask = self._live_mask(lanes)
+        count = mask.type.count
         if guarded:
-            lane_index = builder.add(self._broadcast(base, lanes),
-                                     ir.Constant(ir.VectorType(_I64, lanes), list(range(lanes))))
-            inside = builder.and_(builder.icmp_signed(">=", lane_index, _constant_like(lane_index, 0)),
-                                  builder.icmp_signed("<", lane_index, _constant_like(lane_index, self._size(buffer))))
+            element = builder.add(self._broadcast(base, count),
+                                  ir.Constant(ir.VectorType(_I64, count), list(range(count))))
+            inside = builder.and_(builder.icmp_signed(">=", element, _constant_like(element, 0)),
+                                  builder.icmp_signed("<", element, _constant_like(element, self._size(buffer))))
             mask = builder.and_(inside, mask)
-        masked_load = self.mb.declare(f"llvm.masked.load.{self._vector_suffix(buffer, lanes)}.p0", vector_type,
-                                      [_PTR, _I32, ir.VectorType(_I1, lanes), vector_type])
+        vector_type = _llvm_type(buffer.dtype, count)
+        masked_load = self.mb.declare(f"llvm.masked.load.{self._vector_suffix(buffer, count)}.p0", vector_type,
+                                      [_PTR, _I32, ir.VectorType(_I1, count), vector_type])
         address = self._address(buffer, pointer, base, inbounds=False)   # lane 0 itself may lie outside
         alignment = ir.Constant(_I32, _ITEM_SIZES[buffer.dtype])
         return builder.call(masked_load, [address, alignment, mask, ir.Constant(vector_type, None)])
