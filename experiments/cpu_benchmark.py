@@ -74,28 +74,32 @@ def median_seconds(fn, number, repeats=5):
     return statistics.median(times)
 
 
-def checked_kernel(task, schedule_json, inputs):
+def runs_per_timing(fn):
+    """Calls of fn that take about 50 ms, so a timing is not one short, noisy call."""
+    return max(1, int(0.05 / max(1e-6, median_seconds(fn, 1, 1))))
+
+
+def checked_kernel(task, schedule_json, inputs, reference):
     """The built kernel and its outputs, checked again in this process before any timing."""
     kernel = build(task, schedule_json)
     outputs = kernel.run(*inputs)
-    for out, ref in zip(outputs, task.evaluate(*inputs)):
+    for out, ref in zip(outputs, reference):
         scale = max(1.0, float(np.abs(ref).max()))
         np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * scale)
     return kernel, outputs
 
 
-def pick_finalist(task, schedule_jsons, rounds):
+def pick_finalist(task, schedule_jsons, inputs, reference, rounds):
     """The fastest of a few schedules, timed in round-robin rounds, with each one's median seconds.
 
     One search-time measurement can land in a slow phase of the core: a best of hundreds
     chosen by it alone is often not the best kernel, so the top few are timed again side by side.
     """
-    inputs = task.random_inputs(seed=1)
     calls = []
     for schedule_json in schedule_jsons:
-        kernel, outputs = checked_kernel(task, schedule_json, inputs)
+        kernel, outputs = checked_kernel(task, schedule_json, inputs, reference)
         calls.append(lambda k=kernel, o=outputs: k(*inputs, *o))
-    number = max(1, int(0.05 / max(1e-6, median_seconds(calls[0], 1, 1))))
+    number = runs_per_timing(calls[0])
     times = [[] for _ in calls]
     for _ in range(rounds):
         for call, record in zip(calls, times):
@@ -104,16 +108,15 @@ def pick_finalist(task, schedule_jsons, rounds):
     return schedule_jsons[medians.index(min(medians))], medians
 
 
-def compare_with_torch(task, schedule_json, torch_fn, rounds):
+def compare_with_torch(task, schedule_json, torch_fn, inputs, reference, rounds):
     """Median and range of (torch seconds / our seconds) over alternating rounds."""
-    inputs = task.random_inputs(seed=1)
-    kernel, outputs = checked_kernel(task, schedule_json, inputs)
+    kernel, outputs = checked_kernel(task, schedule_json, inputs, reference)
     tensors = [torch.from_numpy(array) for array in inputs]
     ours_fn = lambda: kernel(*inputs, *outputs)  # noqa: E731
     torch_call = lambda: torch_fn(*tensors)  # noqa: E731
     torch_call()
     ours_fn()
-    number = max(1, int(0.05 / max(1e-6, median_seconds(ours_fn, 1, 1))))
+    number = runs_per_timing(ours_fn)
     ratios, ours_times, torch_times = [], [], []
     for _ in range(rounds):
         ours = median_seconds(ours_fn, number)
@@ -161,8 +164,10 @@ def run_case(name, task, torch_fn, args, measurer):
     if not good:
         return {"case": name, "error": f"no candidate succeeded: {failures}"}
     finalists = [schedules[i] for _, i in sorted(good)[:args.finalists]]
-    best_json, finalist_seconds = pick_finalist(task, finalists, args.rounds)
-    ours, theirs, ratios = compare_with_torch(task, best_json, torch_fn, args.rounds)
+    inputs = task.random_inputs(seed=1)
+    reference = task.evaluate(*inputs)   # once per case: the reference evaluator is slow on big layers
+    best_json, finalist_seconds = pick_finalist(task, finalists, inputs, reference, args.rounds)
+    ours, theirs, ratios = compare_with_torch(task, best_json, torch_fn, inputs, reference, args.rounds)
     return {
         "case": name, "task": str(task), "method": args.method, "trials": len(results), "ok": len(good),
         "failures": failures, "search_seconds": search_seconds, "candidates_per_second": len(results) / search_seconds,
