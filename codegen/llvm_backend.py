@@ -30,7 +30,7 @@ import numpy as np
 
 from codegen import runtime
 from codegen.ir import Allocate, Barrier, For, IfThenElse, LOOP_KINDS, PrimFunc, Seq, Store
-from flexsched import dtypes
+from flexsched import affine, dtypes
 from flexsched.errors import EvaluationError, FlexschedError
 from flexsched.expr import (Binary, Call, Cast, Compare, Const, IterVar, Load, Logical, Select, as_expr, children,
                             walk)
@@ -177,34 +177,11 @@ def _mentions(expr, var):
     return any(node is var for node in walk(expr))
 
 
-def _affine_stride(expr, var):
-    """How far an index moves per step of var when it is affine in var with a constant step, else None."""
-    if not _mentions(expr, var):
-        return 0
-    if expr is var:
-        return 1
-    if isinstance(expr, Cast) and dtypes.is_int(expr.dtype) and dtypes.is_int(expr.value.dtype):
-        return _affine_stride(expr.value, var)
-    if not (isinstance(expr, Binary) and dtypes.is_int(expr.dtype)):
-        return None
-    if expr.op in ("+", "-"):
-        a, b = _affine_stride(expr.a, var), _affine_stride(expr.b, var)
-        if a is None or b is None:
-            return None
-        return a + b if expr.op == "+" else a - b
-    if expr.op == "*":
-        for factor, other in ((expr.a, expr.b), (expr.b, expr.a)):
-            if isinstance(factor, Const) and type(factor.value) is int:
-                step = _affine_stride(other, var)
-                return None if step is None else factor.value * step
-    return None
-
-
 def _flat_stride(buffer, indices, var, shape=None):
     """Elements between the accesses of neighbouring lanes, None when not a constant."""
     total = 0
     for index, step in zip(indices, _row_strides(shape or buffer.shape)):
-        stride = _affine_stride(index, var)
+        stride = affine.stride(index, var)
         if stride is None:
             return None
         total += stride * step
@@ -520,7 +497,7 @@ class _FunctionEmitter:
             return True
         var, lanes = self.vector
         shape = self.shapes.get(buffer)
-        if shape is None or _affine_stride(indices[-1], var) != 1 or \
+        if shape is None or affine.stride(indices[-1], var) != 1 or \
                 any(_mentions(index, var) for index in indices[:-1]):
             return False
         return shape[-1] - buffer.shape[-1] >= lanes - self.live_lanes

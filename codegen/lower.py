@@ -18,12 +18,11 @@ import math
 from dataclasses import dataclass, field
 
 from flexsched import dtypes
+from flexsched.affine import interval, split_terms
 from flexsched.expr import (Binary, Call, Cast, Compare, Const, IterVar, Load, Logical, Reduce, Select,
                             as_expr, binary, iter_vars_of, walk)
-from flexsched.numpy_expr import eval_expr
 from flexsched.reference import topological_order
 from flexsched.tensor import Tensor
-from flexsched.validate import index_interval
 
 from .ir import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, loop_var, seq
 
@@ -176,77 +175,65 @@ def _infer_region(nest, nests, tensors, inlined):
     _split_axes(consumer)  # its leaf loops, with its own region already known
     names = list(consumer.loop_vars)
     inner = {consumer.loop_vars[name].name for name in names[names.index(anchor) + 1:]}
+    if nest.stage.scope == "shared":  # one copy serves every thread of a block
+        inner |= _thread_loop_names(consumer, nests)
     reads = [load for load in _rewritten_loads(consumer, nests, inlined) if load.tensor.name == nest.stage.name]
     for dim, axis in enumerate(nest.axes):
-        low, size = _dim_region([load.indices[dim] for load in reads], consumer, inner, axis.extent)
+        low, size = _dim_region([load.indices[dim] for load in reads], inner, axis.extent)
         nest.region_min[axis.name] = low
         nest.extents[axis.name] = size
 
 
-def _dim_region(indices, consumer, inner, full):
-    """(origin Expr, size) of one dimension over the inner loops; the whole dimension when an
-    index is not affine in the inner loops or the loads disagree outside them."""
+def _thread_loop_names(nest, nests):
+    """Loop variables bound to threads or virtual threads in a stage and the stages it is
+    computed inside (what a shared buffer read by all of them must cover)."""
+    names = set()
+    while True:
+        _split_axes(nest)
+        names |= {nest.loop_vars[loop.name].name for loop in nest.stage.loops
+                  if loop.annotation == "vthread" or loop.annotation.startswith("threadIdx")}
+        if nest.stage.attach != "at":
+            return names
+        nest = nests[nest.stage.attach_to[0]]
+
+
+def _dim_region(indices, inner, full):
+    """(origin Expr, size) of one dimension as the loops named in `inner` run over their ranges;
+    the whole dimension when an index mixes inner and outer loops, an inner part has no bounds,
+    or the loads disagree outside the inner loops."""
     whole = (as_expr(0, "int64"), full)
-    splits = [_split_inner(index, inner) for index in indices]
-    if not splits or any(split is None for split in splits):
+    parts = [split_terms(index, inner) for index in indices]
+    if not parts or any(part is None for part in parts):
         return whole
-    outer = splits[0][1]
-    if any(split[1].keys() != outer.keys() or any(split[1][k][0] != outer[k][0] for k in outer)
-           for split in splits):
+    outers = [_outer_key(part[1]) for part in parts]
+    if any(outer != outers[0] for outer in outers):
         return whole
-    extent_of = {var.name: consumer.leaf_extents[loop] for loop, var in consumer.loop_vars.items()}
     lows, highs = [], []
-    for coef, _, offset in splits:
-        spans = [(c, extent_of[v] - 1) for v, c in coef.items()]
-        lows.append(offset + sum(c * last for c, last in spans if c < 0))
-        highs.append(offset + sum(c * last for c, last in spans if c > 0))
+    for inner_terms, _, constant in parts:
+        low = high = constant
+        for coefficient, term in inner_terms:
+            bounds = interval(term)
+            if bounds is None:
+                return whole
+            ends = (coefficient * bounds[0], coefficient * bounds[1])
+            low, high = low + min(ends), high + max(ends)
+        lows.append(low)
+        highs.append(high)
     size = max(highs) - min(lows) + 1
     if size >= full:
         return whole
     origin = as_expr(min(lows), "int64")
-    for coefficient, term in outer.values():
+    for coefficient, term in parts[0][1]:
         origin = origin + term * coefficient
     return origin, size
 
 
-def _split_inner(expr, inner):
-    """({inner loop var: coefficient}, {text: (coefficient, term)}, constant) with expr equal to
-    their sum, the terms being sub-expressions free of inner loops (even with // or %); None when
-    an inner loop appears non-affinely."""
-    uses_inner = any(v.name in inner for v in iter_vars_of(expr))
-    if isinstance(expr, Const):
-        return {}, {}, int(expr.value)
-    if isinstance(expr, IterVar) and expr.name in inner:
-        return {expr.name: 1}, {}, 0
-    if isinstance(expr, Binary) and expr.op in ("+", "-", "*"):
-        if expr.op == "*":
-            constant, other = (expr.a, expr.b) if not iter_vars_of(expr.a) else (expr.b, expr.a)
-            if iter_vars_of(constant):
-                return ({}, {str(expr): (1, expr)}, 0) if not uses_inner else None
-            part = _split_inner(other, inner)
-            if part is None:
-                return None
-            scale = int(_constant_value(constant))
-            coef, terms, offset = part
-            return ({k: v * scale for k, v in coef.items()},
-                    {k: (c * scale, t) for k, (c, t) in terms.items()}, offset * scale)
-        left, right = _split_inner(expr.a, inner), _split_inner(expr.b, inner)
-        if left is None or right is None:
-            return None
-        sign = 1 if expr.op == "+" else -1
-        coef, terms, offset = dict(left[0]), dict(left[1]), left[2] + sign * right[2]
-        for k, v in right[0].items():
-            coef[k] = coef.get(k, 0) + sign * v
-        for k, (c, t) in right[1].items():
-            terms[k] = (terms.get(k, (0, t))[0] + sign * c, t)
-        return ({k: v for k, v in coef.items() if v}, {k: v for k, v in terms.items() if v[0]}, offset)
-    if uses_inner:
-        return None
-    return {}, {str(expr): (1, expr)}, 0
-
-
-def _constant_value(expr):
-    return eval_expr(expr, {}, None)
+def _outer_key(outer_terms):
+    """The outer terms of an index as comparable text: {term: summed coefficient}."""
+    key = {}
+    for coefficient, term in outer_terms:
+        key[str(term)] = key.get(str(term), 0) + coefficient
+    return {text: coefficient for text, coefficient in key.items() if coefficient}
 
 
 # ---------------------------------------------------------------- 3. splits and fuses
@@ -300,10 +287,10 @@ def _split_axes(nest):
 def _region_inside(nest, axis):
     """Whether the region of an attached stage provably stays inside the axis for every value of
     the enclosing loops (then its copy needs no guard and can be vectorised)."""
-    try:
-        low, high = index_interval(nest.region_min[axis.name])
-    except (AttributeError, TypeError):  # a term interval arithmetic does not cover
+    bounds = interval(nest.region_min[axis.name])
+    if bounds is None:  # a term interval arithmetic does not cover
         return False
+    low, high = bounds
     return low >= 0 and high + nest.extents[axis.name] <= axis.extent
 
 

@@ -4,6 +4,7 @@ import math
 
 import numpy as np
 
+from .affine import interval
 from .errors import DefinitionError
 from .expr import (Binary, Const, IterVar, Load, Reduce, Select, children, iter_vars_of, logical_not,
                    loads_of, walk)
@@ -124,7 +125,7 @@ def _index_range(index, guards):
     relevant = [g for g in guards if any(id(v) in index_vars for v in iter_vars_of(g))]
     variables = list({id(v): v for g in (index, *relevant) for v in iter_vars_of(g)}.values())
     if math.prod(v.extent for v in variables) > _EXACT_CHECK_POINTS:
-        return (*index_interval(index), False)
+        return (*interval(index), False)
     env = axis_arrays(variables)
     values = np.broadcast_to(eval_expr(index, env, None), [v.extent for v in variables])
     mask = np.ones(values.shape, dtype=bool)
@@ -134,24 +135,3 @@ def _index_range(index, guards):
         return None, None, True
     reached = values[mask]
     return int(reached.min()), int(reached.max()), True
-
-
-def index_interval(index):
-    """A sound (min, max) of an affine index (+, -, * by constants, // and % by positive constants)
-    over its loop variables' ranges, by interval arithmetic."""
-    if isinstance(index, IterVar):
-        return 0, index.extent - 1
-    if isinstance(index, Const):
-        return int(index.value), int(index.value)
-    a_low, a_high = index_interval(index.a)
-    b_low, b_high = index_interval(index.b)
-    if index.op == "+":
-        return a_low + b_low, a_high + b_high
-    if index.op == "-":
-        return a_low - b_high, a_high - b_low
-    if index.op == "*":
-        corners = [a_low * b_low, a_low * b_high, a_high * b_low, a_high * b_high]
-        return min(corners), max(corners)
-    if index.op == "//":
-        return a_low // b_low, a_high // b_low
-    return (0, b_low - 1) if a_low < 0 or a_high >= b_low else (a_low, a_high)  # "%"

@@ -1,0 +1,159 @@
+"""Integer index arithmetic, in one place: affine forms, strides, additive splits and intervals.
+
+The analyzer reads access coefficients, lowering infers the regions a loop touches, the back
+ends prove contiguity and alignment, and legalisation proves indices non-negative; all of them
+ask these questions of the same expression trees (loop variables, constants, + - *, and // or %
+by constants, as the DSL allows in indices).
+"""
+
+from __future__ import annotations
+
+from .expr import Binary, Cast, Const, IterVar, Select, iter_vars_of
+
+_INTEGER = ("int32", "int64")
+
+
+def _int_const(expr):
+    """The value of an integer constant, else None."""
+    if isinstance(expr, Const) and type(expr.value) is int:
+        return expr.value
+    return None
+
+
+def affine_form(expr):
+    """({loop name: coefficient}, offset) of an index, or None when it uses // or %, a load or a
+    product of two loops."""
+    if isinstance(expr, IterVar):
+        return {expr.name: 1}, 0
+    if isinstance(expr, Const):
+        return ({}, int(expr.value)) if _int_const(expr) is not None else None
+    if isinstance(expr, Cast) and expr.dtype in _INTEGER and expr.value.dtype in _INTEGER:
+        return affine_form(expr.value)
+    if not isinstance(expr, Binary) or expr.op not in ("+", "-", "*"):
+        return None
+    left, right = affine_form(expr.a), affine_form(expr.b)
+    if left is None or right is None:
+        return None
+    (a_coef, a_off), (b_coef, b_off) = left, right
+    if expr.op in ("+", "-"):
+        sign = 1 if expr.op == "+" else -1
+        coef = dict(a_coef)
+        for name, value in b_coef.items():
+            coef[name] = coef.get(name, 0) + sign * value
+        return {k: v for k, v in coef.items() if v}, a_off + sign * b_off
+    if a_coef and b_coef:
+        return None
+    scale, (coef, off) = (a_off, right) if not a_coef else (b_off, left)
+    return {k: v * scale for k, v in coef.items() if v * scale}, off * scale
+
+
+def stride(expr, var):
+    """How far expr moves per step of var (compared by identity): 0 when it does not use var,
+    None when the step is not one constant (var under // or %, a load, a product of loops)."""
+    if not any(node is var for node in iter_vars_of(expr)):
+        return 0
+    if expr is var:
+        return 1
+    if isinstance(expr, Cast) and expr.dtype in _INTEGER and expr.value.dtype in _INTEGER:
+        return stride(expr.value, var)
+    if not (isinstance(expr, Binary) and expr.dtype in _INTEGER):
+        return None
+    if expr.op in ("+", "-"):
+        a, b = stride(expr.a, var), stride(expr.b, var)
+        if a is None or b is None:
+            return None
+        return a + b if expr.op == "+" else a - b
+    if expr.op == "*":
+        for factor, other in ((expr.a, expr.b), (expr.b, expr.a)):
+            value = _int_const(factor)
+            if value is not None:
+                step = stride(other, var)
+                return None if step is None else value * step
+    return None
+
+
+def split_terms(expr, inner):
+    """expr as inner part + outer part + constant, split at its top-level sums and constant
+    products: (inner terms, outer terms, constant), each term a (coefficient, sub-expression)
+    pair, an inner term using only loops named in `inner`, an outer one none of them. None when
+    a term mixes both (say (i_inner + j_outer) // 2)."""
+    inner_terms, outer_terms = [], []
+
+    def visit(node, scale):
+        names = {v.name for v in iter_vars_of(node)}
+        if not names & inner:
+            value = _int_const(node)
+            if value is not None:
+                return value * scale
+            outer_terms.append((scale, node))
+            return 0
+        if names <= inner and not (isinstance(node, Binary) and node.op in ("+", "-", "*")):
+            inner_terms.append((scale, node))
+            return 0
+        if isinstance(node, Binary) and node.op in ("+", "-"):
+            constant = visit(node.a, scale)
+            if constant is None:
+                return None
+            rest = visit(node.b, scale if node.op == "+" else -scale)
+            return None if rest is None else constant + rest
+        if isinstance(node, Binary) and node.op == "*":
+            for factor, other in ((node.a, node.b), (node.b, node.a)):
+                value = _int_const(factor)
+                if value is not None:
+                    return visit(other, scale * value)
+        if names <= inner:
+            inner_terms.append((scale, node))
+            return 0
+        return None
+
+    constant = visit(expr, 1)
+    return None if constant is None else (inner_terms, outer_terms, constant)
+
+
+def interval(expr, ranges=None):
+    """A sound (min, max) of an integer expression over its loops' values, by interval
+    arithmetic; ranges maps a loop name to (min, max), a loop not in it ranging over
+    0..extent-1. None where the expression holds something without known bounds (a load)."""
+    ranges = ranges or {}
+
+    def go(node):
+        if isinstance(node, IterVar):
+            return ranges.get(node.name, (0, node.extent - 1))
+        value = _int_const(node)
+        if value is not None:
+            return value, value
+        if isinstance(node, Cast) and node.dtype in _INTEGER and node.value.dtype in _INTEGER:
+            return go(node.value)
+        if isinstance(node, Select):
+            a, b = go(node.true_value), go(node.false_value)
+            return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+        if not isinstance(node, Binary) or node.dtype not in _INTEGER:
+            return None
+        a, b = go(node.a), go(node.b)
+        if a is None or b is None:
+            return None
+        return _binary_interval(node.op, a, b)
+
+    return go(expr)
+
+
+def _binary_interval(op, a, b):
+    (a_low, a_high), (b_low, b_high) = a, b
+    if op == "+":
+        return a_low + b_low, a_high + b_high
+    if op == "-":
+        return a_low - b_high, a_high - b_low
+    if op == "*":
+        corners = [a_low * b_low, a_low * b_high, a_high * b_low, a_high * b_high]
+        return min(corners), max(corners)
+    if op in ("max", "min"):
+        pick = max if op == "max" else min
+        return pick(a_low, b_low), pick(a_high, b_high)
+    if b_low != b_high or b_low <= 0:  # only division by a positive constant is bounded here
+        return None
+    divisor = b_low
+    if op == "//":
+        return a_low // divisor, a_high // divisor
+    if op == "%":
+        return (a_low, a_high) if 0 <= a_low and a_high < divisor else (0, divisor - 1)
+    return None
