@@ -10,9 +10,9 @@ barriers), even where only the CPU back end consumes it.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from flexsched.expr import IterVar, format_expr
+from flexsched.expr import IterVar, as_expr, format_expr
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled",
               "blockIdx.x", "blockIdx.y", "blockIdx.z", "vthread", "threadIdx.x", "threadIdx.y", "threadIdx.z")
@@ -115,6 +115,56 @@ def seq(*stmts):
             continue
         flat.extend(stmt.stmts if isinstance(stmt, Seq) else (stmt,))
     return flat[0] if len(flat) == 1 else Seq(tuple(flat))
+
+
+def walk_stmts(stmt):
+    """Every statement under stmt, stmt first."""
+    yield stmt
+    if isinstance(stmt, Seq):
+        for part in stmt.stmts:
+            yield from walk_stmts(part)
+    elif isinstance(stmt, (For, Allocate)):
+        yield from walk_stmts(stmt.body)
+    elif isinstance(stmt, IfThenElse):
+        yield from walk_stmts(stmt.then_body)
+        if stmt.else_body is not None:
+            yield from walk_stmts(stmt.else_body)
+
+
+def flatten(stmt):
+    """The statements of a (possibly nested) Seq, in order."""
+    return [part for inner in stmt.stmts for part in flatten(inner)] if isinstance(stmt, Seq) else [stmt]
+
+
+def map_stmts(stmt, rule):
+    """stmt rebuilt bottom-up, each statement replaced by rule(statement) (None keeps it)."""
+    if isinstance(stmt, Seq):
+        rebuilt = seq(*(map_stmts(part, rule) for part in stmt.stmts))
+    elif isinstance(stmt, For):
+        rebuilt = replace(stmt, body=map_stmts(stmt.body, rule))
+    elif isinstance(stmt, Allocate):
+        rebuilt = replace(stmt, body=map_stmts(stmt.body, rule))
+    elif isinstance(stmt, IfThenElse):
+        rebuilt = replace(stmt, then_body=map_stmts(stmt.then_body, rule),
+                          else_body=None if stmt.else_body is None else map_stmts(stmt.else_body, rule))
+    else:
+        rebuilt = stmt
+    replaced = rule(rebuilt)
+    return rebuilt if replaced is None else replaced
+
+
+def map_exprs(stmt, rule):
+    """stmt with every expression it holds (stored values, store indices, conditions) replaced
+    by rule(expression)."""
+    def visit(node):
+        if isinstance(node, Store):
+            return Store(node.buffer, tuple(rule(as_expr(i, "int64")) for i in node.indices),
+                         rule(as_expr(node.value, node.buffer.dtype)))
+        if isinstance(node, IfThenElse):
+            return replace(node, cond=rule(node.cond))
+        return None
+
+    return map_stmts(stmt, visit)
 
 
 def format_stmt(stmt, indent=""):

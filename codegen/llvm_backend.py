@@ -29,11 +29,12 @@ import llvmlite.ir as ir
 import numpy as np
 
 from codegen import runtime
-from codegen.ir import Allocate, Barrier, For, IfThenElse, LOOP_KINDS, PrimFunc, Seq, Store
+from codegen.ir import Allocate, Barrier, For, IfThenElse, LOOP_KINDS, PrimFunc, Seq, Store, flatten, walk_stmts
+from codegen.legalize import legalize
 from flexsched import affine, dtypes
 from flexsched.errors import EvaluationError, FlexschedError
-from flexsched.expr import (Binary, Call, Cast, Compare, Const, IterVar, Load, Logical, Select, as_expr, children,
-                            walk)
+from flexsched.expr import (Binary, Call, Cast, Compare, Const, Intrinsic, IterVar, Load, Logical, Select, as_expr,
+                            children, walk)
 
 CPU_LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 GPU_LOOP_KINDS = tuple(kind for kind in LOOP_KINDS if kind not in CPU_LOOP_KINDS)
@@ -104,25 +105,6 @@ def _segments(body):
     return list(body.stmts) if isinstance(body, Seq) else [body]
 
 
-def _statements(stmt):
-    """Every statement under stmt, stmt first."""
-    yield stmt
-    if isinstance(stmt, Seq):
-        for part in stmt.stmts:
-            yield from _statements(part)
-    elif isinstance(stmt, (For, Allocate)):
-        yield from _statements(stmt.body)
-    elif isinstance(stmt, IfThenElse):
-        yield from _statements(stmt.then_body)
-        if stmt.else_body is not None:
-            yield from _statements(stmt.else_body)
-
-
-def _flat_statements(stmt):
-    """The statements of a (possibly nested) Seq, in order."""
-    return [part for inner in stmt.stmts for part in _flat_statements(inner)] if isinstance(stmt, Seq) else [stmt]
-
-
 def _outlined_loop(segment):
     """The parallel loop a segment spreads over threads, looking through its scratch allocations."""
     stmt = segment
@@ -133,7 +115,7 @@ def _outlined_loop(segment):
 
 def _check_loops(body):
     """Fail early, naming the loop, on loops a CPU cannot run."""
-    for stmt in _statements(body):
+    for stmt in walk_stmts(body):
         if not isinstance(stmt, For):
             continue
         name = stmt.var.name
@@ -147,7 +129,7 @@ def _check_loops(body):
 
 def _written_buffers(body):
     """The buffers some Store writes (their arguments must be writable and not shared)."""
-    return {stmt.buffer for stmt in _statements(body) if isinstance(stmt, Store)}
+    return {stmt.buffer for stmt in walk_stmts(body) if isinstance(stmt, Store)}
 
 
 def _indices(access):
@@ -224,7 +206,7 @@ def _vectorize_blocker(loop):
         return "it has a single lane"
     if loop.extent > MAX_VECTOR_LANES:
         return f"its {loop.extent} lanes exceed {MAX_VECTOR_LANES}"
-    stores = _flat_statements(loop.body)
+    stores = flatten(loop.body)
     for stmt in stores:
         if not isinstance(stmt, Store):
             return f"its body holds a {type(stmt).__name__}"
@@ -326,6 +308,10 @@ class _FunctionEmitter:
         self.shapes = {}        # local buffer -> its shape with padded rows
         self.in_index = 0       # > 0 while emitting a tensor index: its integer math cannot overflow
         self.heap = []          # malloc'ed scratch, freed on return
+        # Values of the expression nodes emitted since the last statement boundary or rebinding,
+        # by identity: legalisation reuses one operand in a condition and in the branches it
+        # selects between, which then need no guard of their own.
+        self.values = {}
 
     def emit(self, segment):
         """The whole body function: the segment, then freeing scratch, then return."""
@@ -340,6 +326,7 @@ class _FunctionEmitter:
 
     def stmt(self, stmt):
         """Emit one statement at the builder's position."""
+        self.values.clear()   # a value computed in one block need not dominate the next statement
         if isinstance(stmt, Seq):
             for part in stmt.stmts:
                 self.stmt(part)
@@ -469,9 +456,11 @@ class _FunctionEmitter:
         key = id(var)
         previous = self.env.get(key)
         self.env[key] = value
+        self.values.clear()
         try:
             yield
         finally:
+            self.values.clear()
             if previous is None:
                 del self.env[key]
             else:
@@ -702,11 +691,16 @@ class _FunctionEmitter:
         guarded: expr sits in a branch of a select, so its loads may compute indices that are
         only valid when the branch is taken.
         """
+        known = self.values.get(id(expr))
+        if known is not None and known[0] is expr:
+            return known[1]
         handler = self._HANDLERS.get(type(expr))
         if handler is None:
             raise CodegenError(f"the llvm back end cannot emit {type(expr).__name__} '{expr}' "
                                f"(reductions must be lowered to loops first)")
-        return handler(self, expr, guarded)
+        value = handler(self, expr, guarded)
+        self.values[id(expr)] = (expr, value)
+        return value
 
     def _var(self, var, guarded):
         value = self.env.get(id(var))
@@ -733,74 +727,26 @@ class _FunctionEmitter:
         a = self._convert(self.expr(binary.a, guarded), binary.dtype)
         b = self._convert(self.expr(binary.b, guarded), binary.dtype)
         a, b = self._unify(a, b)
-        if dtypes.is_float(binary.dtype):
-            return self._float_binary(binary.op, a, b)
-        safe_divisor = isinstance(binary.b, Const) and binary.b.value not in (0, -1)
-        return self._int_binary(binary.op, a, b, safe_divisor)
-
-    def _float_binary(self, op, a, b):
         builder = self.builder
-        if op in ("+", "-", "*", "/"):
-            emit = {"+": builder.fadd, "-": builder.fsub, "*": builder.fmul, "/": builder.fdiv}[op]
+        if dtypes.is_float(binary.dtype) and binary.op in ("+", "-", "*", "/"):
+            emit = {"+": builder.fadd, "-": builder.fsub, "*": builder.fmul, "/": builder.fdiv}[binary.op]
             return emit(a, b, flags=_CONTRACT)
-        if op == "//":
-            return self._intrinsic("llvm.floor", builder.fdiv(a, b, flags=_CONTRACT))
-        if op == "%":
-            return self._float_mod(a, b)
-        if op in ("max", "min"):
-            return self._float_extreme(">" if op == "max" else "<", a, b)
-        raise CodegenError(f"unknown arithmetic operator {op!r}")
+        if dtypes.is_int(binary.dtype) and binary.op in ("+", "-", "*"):
+            return {"+": builder.add, "-": builder.sub, "*": builder.mul}[binary.op](a, b, flags=self._index_flags())
+        raise CodegenError(f"operator {binary.op!r} on {binary.dtype} reached the llvm back end unlegalised "
+                           f"(codegen.legalize spells out //, %, max and min)")
 
-    def _float_mod(self, a, b):
-        """Python's a % b: the C remainder, moved by b when its sign differs from b's."""
+    def _intrinsic_op(self, intrinsic, guarded):
+        args = [self._convert(self.expr(arg, guarded), intrinsic.dtype) for arg in intrinsic.args]
         builder = self.builder
-        remainder = builder.frem(a, b)
-        zero = _constant_like(a, 0.0)
-        signs_differ = builder.xor(builder.fcmp_ordered("<", remainder, zero), builder.fcmp_ordered("<", b, zero))
-        adjust = builder.and_(builder.fcmp_ordered("!=", remainder, zero), signs_differ)
-        return builder.select(adjust, builder.fadd(remainder, b, flags=_CONTRACT), remainder)
-
-    def _float_extreme(self, op, a, b):
-        """numpy's maximum/minimum: the larger/smaller, or NaN if either is NaN."""
-        builder = self.builder
-        picked = builder.select(builder.fcmp_ordered(op, a, b), a, b)   # NaN in b already lands here
-        return builder.select(builder.fcmp_unordered("uno", a, a), a, picked)
-
-    def _int_binary(self, op, a, b, safe_divisor):
-        builder = self.builder
-        if op in ("+", "-", "*"):
-            return {"+": builder.add, "-": builder.sub, "*": builder.mul}[op](a, b, flags=self._index_flags())
-        if op in ("//", "%"):
-            quotient, remainder = self._floor_divmod(a, b, safe_divisor)
-            return quotient if op == "//" else remainder
-        if op in ("max", "min"):
-            return builder.select(builder.icmp_signed(">" if op == "max" else "<", a, b), a, b)
-        raise CodegenError(f"unknown integer operator {op!r}")
-
-    def _floor_divmod(self, a, b, safe_divisor):
-        """Python's a // b and a % b from the truncating sdiv/srem.
-
-        A divisor of 0 or -1 would trap the CPU (division by zero, INT_MIN // -1), so unless it
-        is a constant known to be neither, it gives numpy's answers: x // 0 == x % 0 == 0,
-        x // -1 == -x (wrapping) and x % -1 == 0.
-        """
-        builder = self.builder
-        zero, one = _constant_like(a, 0), _constant_like(a, 1)
-        if not safe_divisor:
-            by_zero = builder.icmp_signed("==", b, zero)
-            by_minus_one = builder.icmp_signed("==", b, _constant_like(a, -1))
-            special = builder.or_(by_zero, by_minus_one)
-            b = builder.select(special, one, b)
-        quotient, remainder = builder.sdiv(a, b), builder.srem(a, b)
-        signs_differ = builder.icmp_signed("<", builder.xor(remainder, b), zero)
-        adjust = builder.and_(builder.icmp_signed("!=", remainder, zero), signs_differ)
-        quotient = builder.select(adjust, builder.sub(quotient, one), quotient)
-        remainder = builder.select(adjust, builder.add(remainder, b), remainder)
-        if not safe_divisor:
-            quotient = builder.select(by_minus_one, builder.sub(zero, a), quotient)
-            quotient = builder.select(by_zero, zero, quotient)
-            remainder = builder.select(special, zero, remainder)
-        return quotient, remainder
+        if intrinsic.func in ("tdiv", "tmod"):
+            a, b = self._unify(*args)
+            return (builder.sdiv if intrinsic.func == "tdiv" else builder.srem)(a, b)
+        if intrinsic.func == "fmod":
+            return builder.frem(*self._unify(*args))
+        if intrinsic.func == "floor":
+            return self._intrinsic("llvm.floor", args[0])
+        raise CodegenError(f"unknown intrinsic {intrinsic.func!r}")
 
     def _compare(self, compare, guarded):
         dtype = dtypes.promote(compare.a.dtype, compare.b.dtype)
@@ -875,7 +821,7 @@ class _FunctionEmitter:
         return builder.sext(value, target) if _BITS[dtype] > _BITS[source] else builder.trunc(value, target)
 
     _HANDLERS = {IterVar: _var, Const: _const, Load: _load, Binary: _binary, Compare: _compare,
-                 Logical: _logical, Select: _select, Call: _call, Cast: _cast}
+                 Logical: _logical, Select: _select, Call: _call, Cast: _cast, Intrinsic: _intrinsic_op}
 
 
 # ---------------------------------------------------------------- JIT
@@ -1043,6 +989,7 @@ def compile_func(func: PrimFunc, opt_level=3) -> CompiledFunc:
             raise CodegenError(f"parameter '{param.name}' has dtype {param.dtype!r}; "
                                f"expected one of {', '.join(_ITEM_SIZES)}")
     _check_loops(func.body)
+    func = legalize(func)
     triple, layout = _host_layout()
     builder = _ModuleBuilder(func, triple, layout)
     text = str(builder.build())

@@ -18,6 +18,9 @@ COMPARE_OPS = ("<", "<=", ">", ">=", "==", "!=")
 LOGICAL_OPS = ("&", "|")
 MATH_FUNCS = ("exp", "log", "sqrt", "abs", "tanh")
 COMBINERS = ("sum", "max", "min")
+# Operations with C's semantics, written by code generation's legalisation (never by the DSL):
+# tdiv / tmod truncate toward zero (their divisor is neither 0 nor -1), floor and fmod as in C.
+INTRINSICS = ("tdiv", "tmod", "floor", "fmod")
 
 
 class Expr:
@@ -142,6 +145,15 @@ class Call(Expr):
 @dataclass(frozen=True, eq=False, repr=False)
 class Cast(Expr):
     value: Expr
+    dtype: str
+
+
+@dataclass(frozen=True, eq=False, repr=False)
+class Intrinsic(Expr):
+    """A primitive with C semantics (see INTRINSICS) that every back end emits as it stands."""
+
+    func: str
+    args: tuple
     dtype: str
 
 
@@ -300,7 +312,42 @@ def children(expr):
         return (expr.value,)
     if isinstance(expr, Reduce):
         return (expr.source,)
+    if isinstance(expr, Intrinsic):
+        return expr.args
     return ()
+
+
+def with_children(expr, new_children):
+    """expr with its direct sub-expressions replaced (in children() order); expr itself when
+    they are the same objects."""
+    new_children = tuple(new_children)
+    old = children(expr)
+    if len(old) == len(new_children) and all(a is b for a, b in zip(old, new_children)):
+        return expr
+    if isinstance(expr, (Binary, Compare)):
+        return type(expr)(expr.op, *new_children, expr.dtype)
+    if isinstance(expr, Logical):
+        return Logical(expr.op, new_children[0], new_children[1] if expr.b is not None else None)
+    if isinstance(expr, Load):
+        return Load(expr.tensor, new_children, expr.dtype)
+    if isinstance(expr, Select):
+        return Select(*new_children, expr.dtype)
+    if isinstance(expr, Call):
+        return Call(expr.func, new_children[0], expr.dtype)
+    if isinstance(expr, Cast):
+        return Cast(new_children[0], expr.dtype)
+    if isinstance(expr, Reduce):
+        return Reduce(expr.combiner, new_children[0], expr.axes, expr.dtype)
+    if isinstance(expr, Intrinsic):
+        return Intrinsic(expr.func, new_children, expr.dtype)
+    raise TypeError(f"{type(expr).__name__} has no sub-expressions to replace")
+
+
+def transform(expr, rule):
+    """expr rebuilt bottom-up, each node replaced by rule(node) (None keeps it)."""
+    rebuilt = with_children(expr, [transform(child, rule) for child in children(expr)]) if children(expr) else expr
+    replaced = rule(rebuilt)
+    return rebuilt if replaced is None else replaced
 
 
 def walk(expr):
@@ -365,6 +412,8 @@ def format_expr(expr):
         return f"{expr.func}({format_expr(expr.arg)})"
     if isinstance(expr, Cast):
         return f"{expr.dtype}({format_expr(expr.value)})"
+    if isinstance(expr, Intrinsic):
+        return f"{expr.func}({', '.join(format_expr(arg) for arg in expr.args)})"
     if isinstance(expr, Reduce):
         axes = ", ".join(axis.name for axis in expr.axes)
         return f"{expr.combiner}({format_expr(expr.source)}, axis=[{axes}])"

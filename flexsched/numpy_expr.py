@@ -3,13 +3,23 @@
 import numpy as np
 
 from . import dtypes
-from .expr import Binary, Call, Cast, Compare, Const, IterVar, Load, Logical, Reduce, Select
+from .expr import Binary, Call, Cast, Compare, Const, Intrinsic, IterVar, Load, Logical, Reduce, Select
 
 _ARITH = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
           "//": np.floor_divide, "%": np.mod, "max": np.maximum, "min": np.minimum}
 _COMPARE = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
             "==": np.equal, "!=": np.not_equal}
 _MATH = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs, "tanh": np.tanh}
+
+
+def _truncated_quotient(a, b):
+    """C's a / b on integers: the floor quotient moved toward zero where the signs differ."""
+    quotient = np.floor_divide(a, b)
+    return quotient + ((np.mod(a, b) != 0) & ((np.asarray(a) < 0) != (np.asarray(b) < 0)))
+
+
+_INTRINSICS = {"tdiv": _truncated_quotient, "tmod": lambda a, b: a - b * _truncated_quotient(a, b),
+               "floor": np.floor, "fmod": np.fmod}
 
 
 def eval_expr(expr, env, load):
@@ -40,6 +50,8 @@ def eval_expr(expr, env, load):
             return _as_float(_MATH[node.func](ev(node.arg)), node.dtype)
         if isinstance(node, Cast):
             return np.asarray(ev(node.value)).astype(node.dtype)
+        if isinstance(node, Intrinsic):
+            return _as_float(_INTRINSICS[node.func](*(ev(arg) for arg in node.args)), node.dtype)
         if isinstance(node, Reduce):
             raise ValueError("a Reduce is evaluated by the tensor evaluator, not inside an expression")
         raise TypeError(f"not an expression: {node!r}")

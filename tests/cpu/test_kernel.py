@@ -136,7 +136,10 @@ def test_register_tile_lives_in_registers():
         kernel = build(task, space.schedule(Config.from_dict(config)))
         inputs = task.random_inputs(0)
         np.testing.assert_allclose(kernel.run(*inputs)[0], task.evaluate(*inputs)[0], rtol=1e-4, atol=1e-4)
-        vector_stores[accumulate] = kernel.llvm_ir.count("store <16 x float>")
+        # Count in the convolution's segment only: how the padding segment before it stores its
+        # 18-wide rows depends on the CPU's vector width.
+        convolution = kernel.llvm_ir.split(f"define void @{kernel.compiled.segments[-1][0]}(")[-1]
+        vector_stores[accumulate] = convolution.count("store <16 x float>")
         if accumulate == "registers":
             assert "alloca" not in kernel.llvm_ir
     assert vector_stores["registers"] <= 4 < vector_stores["memory"]  # 4 rows of 16 copied out
