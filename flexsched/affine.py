@@ -157,3 +157,61 @@ def _binary_interval(op, a, b):
     if op == "%":
         return (a_low, a_high) if 0 <= a_low and a_high < divisor else (0, divisor - 1)
     return None
+
+
+def simplify(expr):
+    """An integer index with like terms collected: x * 2 + k - x * 2 becomes k, so a register
+    tile's index is a constant once its loops are unrolled (sub-expressions under // and % are
+    simplified in place)."""
+    if not (isinstance(expr, Binary) and expr.dtype in _INTEGER):
+        return expr
+    if expr.op not in ("+", "-", "*"):
+        simpler = Binary(expr.op, simplify(expr.a), simplify(expr.b), expr.dtype)
+        return _fold(simpler)
+    terms = {}
+    constant = _collect(expr, 1, terms)
+    if constant is None:
+        return expr
+    result = None
+    for key, (coefficient, atom) in terms.items():
+        if coefficient == 0:
+            continue
+        term = atom if coefficient == 1 else Binary("*", atom, Const(coefficient, expr.dtype), expr.dtype)
+        result = term if result is None else Binary("+", result, term, expr.dtype)
+    if result is None:
+        return Const(constant, expr.dtype)
+    if constant:
+        result = Binary("+", result, Const(constant, expr.dtype), expr.dtype)
+    return result
+
+
+def _collect(node, scale, terms):
+    """Adds scale * node's terms to terms ({text: [coefficient, atom]}); returns the constant
+    part, or None when a product of two non-constants stops the collection."""
+    value = _int_const(node)
+    if value is not None:
+        return value * scale
+    if isinstance(node, Binary) and node.op in ("+", "-"):
+        left = _collect(node.a, scale, terms)
+        right = _collect(node.b, scale if node.op == "+" else -scale, terms)
+        return None if left is None or right is None else left + right
+    if isinstance(node, Binary) and node.op == "*":
+        for factor, other in ((node.a, node.b), (node.b, node.a)):
+            factor_value = _int_const(factor)
+            if factor_value is not None:
+                return _collect(other, scale * factor_value, terms)
+    atom = simplify(node) if isinstance(node, Binary) else node
+    if isinstance(atom, Const):
+        return atom.value * scale
+    key = str(atom)
+    entry = terms.setdefault(key, [0, atom])
+    entry[0] += scale
+    return 0
+
+
+def _fold(node):
+    """A // or % of two integer constants, evaluated (floor semantics, as the DSL's)."""
+    a, b = _int_const(node.a), _int_const(node.b)
+    if a is None or b is None or b == 0 or node.op not in ("//", "%"):
+        return node
+    return Const(a // b if node.op == "//" else a % b, node.dtype)
