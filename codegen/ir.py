@@ -12,7 +12,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
+from flexsched.errors import FlexschedError
 from flexsched.expr import IterVar, as_expr, format_expr
+
+class CodegenError(FlexschedError, ValueError):
+    """The loop IR holds something a back end cannot compile (one line naming the loop or buffer)."""
+
 
 LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled",
               "blockIdx.x", "blockIdx.y", "blockIdx.z", "vthread", "threadIdx.x", "threadIdx.y", "threadIdx.z")

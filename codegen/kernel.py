@@ -1,6 +1,8 @@
-"""Kernels: a task built under a schedule for a target, callable on numpy arrays and torch tensors."""
+"""Kernels: a task built under a schedule for a target, callable on the target's arrays."""
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 
@@ -8,20 +10,25 @@ from analysis import analyze
 from flexsched.schedule import Schedule
 from flexsched.target import get_target
 
+from .backend import backend_for
 from .lower import lower
 
 
 class Kernel:
-    """A compiled computation; call it with inputs then outputs (it writes the outputs in place)."""
+    """A compiled computation; call it with inputs then outputs (it writes the outputs in place).
 
-    def __init__(self, task, schedule, lowered, compiled, target):
+    The arrays live where the back end computes: numpy arrays or CPU torch tensors for llvm,
+    cupy arrays or CUDA torch tensors for cuda. run() takes and returns numpy arrays on any target.
+    """
+
+    def __init__(self, task, schedule, lowered, compiled, target, backend):
         self.task = task
         self.schedule = schedule
         self.lowered = lowered
         self.compiled = compiled
         self.target = target
-        # Intermediate stages at root live in workspaces the kernel owns, allocated once.
-        self._workspaces = [np.empty(b.shape, dtype=b.dtype) for b in lowered.workspaces]
+        self.backend = backend
+        self._workspaces = None   # intermediate stages at root, allocated on the first call
 
     @property
     def params(self):
@@ -33,18 +40,43 @@ class Kernel:
         if len(arrays) != len(self.params):
             names = ", ".join(b.name for b in self.params)
             raise ValueError(f"kernel takes {len(self.params)} arrays ({names}), got {len(arrays)}")
+        if self._workspaces is None:
+            self._workspaces = [self.backend.empty(b.shape, b.dtype) for b in self.lowered.workspaces]
         self.compiled(*arrays, *self._workspaces)
 
+    def arguments(self, inputs):
+        """The inputs copied to the kernel's memory, followed by fresh output arrays there."""
+        outputs = [self.backend.empty(b.shape, b.dtype) for b in self.params[len(inputs):]]
+        return [self.backend.to_device(array) for array in inputs] + outputs
+
     def run(self, *inputs):
-        """Outputs for these inputs, in freshly allocated arrays."""
-        outputs = [np.empty(b.shape, dtype=b.dtype) for b in self.params[len(inputs):]]
-        self(*inputs, *outputs)
-        return outputs
+        """Outputs for these numpy inputs, as numpy arrays (copied to and from the device)."""
+        arrays = self.arguments(inputs)
+        self(*arrays)
+        return [self.backend.to_host(array) for array in arrays[len(inputs):]]
+
+    def emulate(self, *inputs):
+        """Outputs for these numpy inputs, computed by interpreting the kernel's loop IR on this
+        CPU (a GPU kernel's threads run in barrier-separated phases, races reported)."""
+        from .interpret import run
+
+        arrays = [*inputs, *(np.empty(b.shape, dtype=b.dtype) for b in self.lowered.func.params[len(inputs):])]
+        run(self.lowered.func, arrays)
+        return arrays[len(inputs):len(self.params)]
 
     @property
     def loop_ir(self):
-        """The lowered loop nest as readable text."""
+        """The loop nest the back end compiled, as readable text."""
         return str(self.lowered.func)
+
+    @property
+    def source(self):
+        """The code the back end compiled: LLVM IR (optimised) for llvm, CUDA C for cuda."""
+        return self.compiled.source
+
+    def assembly(self):
+        """What the compiler made of it: host assembly for llvm, PTX for cuda."""
+        return self.compiled.assembly()
 
     @property
     def llvm_ir(self):
@@ -61,19 +93,21 @@ class Kernel:
 
 
 def build(task, schedule=None, target="llvm", name=None):
-    """Lower task under schedule (a Schedule, its JSON, or None for the naive nest) and compile it."""
+    """Lower task under schedule (a Schedule, its JSON, or None for the naive nest) and compile it
+    with the target kind's back end."""
     target = get_target(target)
-    if target.kind != "cpu":
-        raise ValueError(f"target '{target.name}' has no back end that runs here yet; use llvm")
+    backend = backend_for(target)
     if schedule is None:
         schedule = Schedule()
     elif isinstance(schedule, str):
         schedule = Schedule.from_json(schedule)
     state = schedule.apply(analyze(task))
     lowered = lower(task, state, name=name or _kernel_name(task))
-    from .llvm_backend import compile_func  # llvmlite loads only when a kernel is built
-
-    return Kernel(task, schedule, lowered, compile_func(lowered.func), target)
+    func = lowered.func
+    for finish in backend.passes(target):
+        func = finish(func)
+    lowered = replace(lowered, func=func)
+    return Kernel(task, schedule, lowered, backend.compile(func, target), target, backend)
 
 
 def _kernel_name(task):

@@ -1,4 +1,5 @@
-"""The CPU back end: loop IR -> LLVM IR (llvmlite) -> native code for this host (MCJIT).
+"""LLVM IR emission for the CPU back end: loop IR -> an LLVM module (llvmlite); codegen.cpu_backend
+compiles it for this host.
 
 Each top-level statement of a kernel is a segment, compiled to
 `void seg_k(i64 begin, i64 end, ptr buffers)`, where buffers holds one pointer per
@@ -6,10 +7,11 @@ PrimFunc parameter. A segment whose outermost loop is parallel runs iterations
 [begin, end) of that loop, and the host spreads contiguous chunks over a thread pool;
 any other segment runs once with (0, 1). seg_k forwards the pointers to an internal
 function that takes them as noalias parameters, which is what lets LLVM vectorise and
-reorder freely; CompiledFunc refuses arguments whose memory overlaps a written one.
+reorder freely; the compiled function refuses arguments whose memory overlaps a written one.
 
 Vectorized loops become one body over <lanes x type> values when every lane provably
-touches its own elements; otherwise they run lane by lane (see CompiledFunc.fallbacks).
+touches its own elements (codegen.vectorize); otherwise they run lane by lane (the builder's
+fallbacks say which and why).
 A vector whose lanes do not fill whole registers (14 lanes on an 8-lane machine) is padded
 to whole registers: LLVM splits an odd width into pieces and shuffles between them. The extra
 lanes compute but never touch memory: their loads and stores are masked, or land in the
@@ -19,27 +21,20 @@ padding that local buffers carry at the end of each row.
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import functools
 import numbers
-import threading
 
-import llvmlite.binding as llvm
 import llvmlite.ir as ir
 import numpy as np
 
-from codegen import runtime
-from codegen.ir import Allocate, Barrier, For, IfThenElse, LOOP_KINDS, PrimFunc, Seq, Store, flatten, walk_stmts
-from codegen.legalize import legalize
+from codegen.ir import Allocate, Barrier, CodegenError, For, IfThenElse, LOOP_KINDS, Seq, Store, walk_stmts
+from codegen.vectorize import (MAX_VECTOR_LANES, access_indices, check_indices, flat_stride, mentions, padded_lanes,
+                               row_pitch, stored_value, vectorize_blocker)
 from flexsched import affine, dtypes
-from flexsched.errors import EvaluationError, FlexschedError
-from flexsched.expr import (Binary, Call, Cast, Compare, Const, Intrinsic, IterVar, Load, Logical, Select, as_expr,
-                            children, walk)
+from flexsched.expr import Binary, Call, Cast, Compare, Const, Intrinsic, IterVar, Load, Logical, Select
 
 CPU_LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 GPU_LOOP_KINDS = tuple(kind for kind in LOOP_KINDS if kind not in CPU_LOOP_KINDS)
 MAX_STACK_BYTES = 16 * 1024     # larger scratch buffers come from malloc
-MAX_VECTOR_LANES = 64
 
 _I1, _I32, _I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 _PTR = ir.PointerType()
@@ -54,11 +49,6 @@ _MAX_SHUFFLED_STRIDE = 4
 _FLOAT_MATH = ("exp", "log", "sqrt")
 _CONTRACT = ("contract",)   # lets a multiply feeding an add fuse to an FMA, and nothing more
 _NO_WRAP = ("nsw",)        # a loop counter stays below its end: it never wraps
-_SEGMENT_PROTOTYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
-
-
-class CodegenError(FlexschedError, ValueError):
-    """The loop IR holds something the CPU back end cannot compile."""
 
 
 # ---------------------------------------------------------------- types
@@ -100,7 +90,7 @@ def _constant_like(value, number):
 
 # ---------------------------------------------------------------- analysis of the loop IR
 
-def _segments(body):
+def segments(body):
     """The top-level statements of a kernel body, which run one after another."""
     return list(body.stmts) if isinstance(body, Seq) else [body]
 
@@ -113,7 +103,7 @@ def _outlined_loop(segment):
     return stmt if isinstance(stmt, For) and stmt.kind == "parallel" else None
 
 
-def _check_loops(body):
+def check_loops(body):
     """Fail early, naming the loop, on loops a CPU cannot run."""
     for stmt in walk_stmts(body):
         if not isinstance(stmt, For):
@@ -127,112 +117,20 @@ def _check_loops(body):
             raise CodegenError(f"loop '{name}' has extent {stmt.extent!r}; expected a non-negative int")
 
 
-def _written_buffers(body):
+def written_buffers(body):
     """The buffers some Store writes (their arguments must be writable and not shared)."""
     return {stmt.buffer for stmt in walk_stmts(body) if isinstance(stmt, Store)}
 
 
-def _indices(access):
-    """The indices of a Load or Store as expressions (lowering may leave plain ints)."""
-    return tuple(as_expr(index, "int64") for index in access.indices)
-
-
-def _stored_value(store):
-    return as_expr(store.value, store.buffer.dtype)
-
-
-def _check_indices(buffer, indices):
-    if len(indices) != buffer.ndim:
-        raise CodegenError(f"buffer '{buffer.name}' has {buffer.ndim} dimensions but is indexed with {len(indices)}")
-
-
-def _row_strides(shape):
-    """Elements between neighbours along each dimension of a row-major array."""
-    strides, step = [], 1
-    for extent in reversed(shape):
-        strides.append(step)
-        step *= extent
-    return strides[::-1]
-
-
-def _mentions(expr, var):
-    return any(node is var for node in walk(expr))
-
-
-def _flat_stride(buffer, indices, var, shape=None):
-    """Elements between the accesses of neighbouring lanes, None when not a constant."""
-    total = 0
-    for index, step in zip(indices, _row_strides(shape or buffer.shape)):
-        stride = affine.stride(index, var)
-        if stride is None:
-            return None
-        total += stride * step
-    return total
-
-
-def _node_label(expr):
-    """What, besides its children, makes a node what it is."""
-    value = (type(expr.value), expr.value) if isinstance(expr, Const) else None
-    tensor = id(expr.tensor) if isinstance(expr, Load) else None
-    return (type(expr), getattr(expr, "op", None), getattr(expr, "func", None), expr.dtype, value, tensor)
-
-
-def _same_expr(a, b):
-    """Structural equality (loop variables and buffers by identity)."""
-    if a is b:
-        return True
-    if isinstance(a, IterVar) or _node_label(a) != _node_label(b):
-        return False
-    ca, cb = children(a), children(b)
-    return len(ca) == len(cb) and all(map(_same_expr, ca, cb))
-
-
-def _same_indices(a, b):
-    return len(a) == len(b) and all(map(_same_expr, a, b))
-
-
-def _loads_in_store(store):
-    return [node for root in (_stored_value(store), *_indices(store)) for node in walk(root) if isinstance(node, Load)]
-
-
-def _vectorize_blocker(loop):
-    """Why a vectorized loop must run lane by lane (None when one vector body computes the same).
-
-    One vector body runs each statement for all lanes before the next statement, so it is exact
-    only when every lane touches its own elements: each written buffer is stored at one index
-    that moves by a constant non-zero step per lane, and read (if at all) at that same index.
-    """
-    if loop.extent < 2:
-        return "it has a single lane"
-    if loop.extent > MAX_VECTOR_LANES:
-        return f"its {loop.extent} lanes exceed {MAX_VECTOR_LANES}"
-    stores = flatten(loop.body)
-    for stmt in stores:
-        if not isinstance(stmt, Store):
-            return f"its body holds a {type(stmt).__name__}"
-    written = {}
-    for store in stores:
-        _check_indices(store.buffer, _indices(store))
-        if _flat_stride(store.buffer, _indices(store), loop.var) in (None, 0):
-            return f"the store to '{store.buffer.name}' does not move by a constant step per lane"
-        first = written.setdefault(store.buffer, _indices(store))
-        if not _same_indices(first, _indices(store)):
-            return f"'{store.buffer.name}' is stored at two different indices"
-    for store in stores:
-        for load in _loads_in_store(store):
-            if load.tensor in written and not _same_indices(_indices(load), written[load.tensor]):
-                return f"'{load.tensor.name}' is read at an index other than the one it is stored at"
-    return None
-
-
 # ---------------------------------------------------------------- LLVM module
 
-class _ModuleBuilder:
+class ModuleBuilder:
     """The LLVM module of one PrimFunc: a body function and an entry point per segment."""
 
-    def __init__(self, func, triple, data_layout):
+    def __init__(self, func, triple, data_layout, register_lanes):
         self.func = func
-        self.module = ir.Module(name=_signature(func))
+        self.register_lanes = register_lanes   # 32-bit lanes of the host's vector registers
+        self.module = ir.Module(name=signature(func))
         self.module.triple = triple
         self.module.data_layout = data_layout
         self.segments = []      # (symbol, extent of its parallel loop or None)
@@ -240,7 +138,7 @@ class _ModuleBuilder:
 
     def build(self):
         """Emit every segment; return the module."""
-        for index, segment in enumerate(_segments(self.func.body)):
+        for index, segment in enumerate(segments(self.func.body)):
             loop = _outlined_loop(segment)
             body = self._body_function(index)
             _FunctionEmitter(self, body, loop).emit(segment)
@@ -284,7 +182,7 @@ class _ModuleBuilder:
         builder.ret_void()
 
 
-def _signature(func):
+def signature(func):
     """The kernel's name and parameters, which name the module so that the IR text identifies them."""
     params = ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}" for b in func.params)
     return f"{func.name}({params})"
@@ -378,9 +276,9 @@ class _FunctionEmitter:
                 self.stmt(loop.body)
 
     def _vectorized(self, loop):
-        reason = _vectorize_blocker(loop)
+        reason = vectorize_blocker(loop)
         if reason is None:
-            with self._vector_mode(loop.var, _padded_lanes(loop.extent), loop.extent):
+            with self._vector_mode(loop.var, padded_lanes(loop.extent, self.mb.register_lanes), loop.extent):
                 self.stmt(loop.body)
             return
         how = "unrolled lane by lane" if loop.extent <= MAX_VECTOR_LANES else "as a serial loop"
@@ -405,7 +303,7 @@ class _FunctionEmitter:
     def _allocate(self, stmt):
         """Scratch for the body, made once per call of this function (so once per thread chunk)."""
         buffer = stmt.buffer
-        shape = (*buffer.shape[:-1], _row_pitch(buffer.shape[-1])) if buffer.shape else buffer.shape
+        shape = (*buffer.shape[:-1], row_pitch(buffer.shape[-1], self.mb.register_lanes)) if buffer.shape else buffer.shape
         self.shapes[buffer] = shape
         size = int(np.prod(shape, dtype=np.int64))
         nbytes = size * _ITEM_SIZES[buffer.dtype]
@@ -426,20 +324,20 @@ class _FunctionEmitter:
 
     def _store(self, store):
         buffer = store.buffer
-        _check_indices(buffer, _indices(store))
+        check_indices(buffer, access_indices(store))
         pointer = self._pointer_of(buffer)
-        value = self._convert(self.expr(_stored_value(store)), buffer.dtype)
+        value = self._convert(self.expr(stored_value(store)), buffer.dtype)
         align = _ITEM_SIZES[buffer.dtype]
         if self.vector is None:
-            flat = self._flat_index(buffer, _indices(store))
+            flat = self._flat_index(buffer, access_indices(store))
             self.builder.store(value, self._address(buffer, pointer, flat), align=align)
             return
         var, lanes = self.vector
-        stride = _flat_stride(buffer, _indices(store), var, self.shapes.get(buffer))  # non-zero: see the blocker
-        base = self._lane_zero_index(buffer, _indices(store))
+        stride = flat_stride(buffer, access_indices(store), var, self.shapes.get(buffer))  # non-zero: see the blocker
+        base = self._lane_zero_index(buffer, access_indices(store))
         if stride == 1:
             value = self._broadcast(value, lanes)
-            if self._lanes_stay_in_row(buffer, _indices(store)):
+            if self._lanes_stay_in_row(buffer, access_indices(store)):
                 self.builder.store(value, self._address(buffer, pointer, base), align=align)
             else:
                 self._masked_store(buffer, pointer, base, value)
@@ -487,7 +385,7 @@ class _FunctionEmitter:
         var, lanes = self.vector
         shape = self.shapes.get(buffer)
         if shape is None or affine.stride(indices[-1], var) != 1 or \
-                any(_mentions(index, var) for index in indices[:-1]):
+                any(mentions(index, var) for index in indices[:-1]):
             return False
         return shape[-1] - buffer.shape[-1] >= lanes - self.live_lanes
 
@@ -522,7 +420,7 @@ class _FunctionEmitter:
 
     def _flat_index(self, buffer, indices, guarded=False):
         """The row-major element offset of indices, in i64 (a vector when it varies over lanes)."""
-        _check_indices(buffer, indices)
+        check_indices(buffer, indices)
         flat = None
         self.in_index += 1
         try:
@@ -557,7 +455,7 @@ class _FunctionEmitter:
         """A load whose index varies over the lanes: contiguous, broadcast, or lane by lane."""
         var, lanes = self.vector
         live = self.live_lanes or lanes
-        stride = _flat_stride(buffer, indices, var, self.shapes.get(buffer))
+        stride = flat_stride(buffer, indices, var, self.shapes.get(buffer))
         if stride is None:
             flat = self._flat_index(buffer, indices, guarded)
             return self._gather(buffer, pointer, [self._lane(flat, lane) for lane in range(live)], guarded, lanes)
@@ -716,11 +614,11 @@ class _FunctionEmitter:
 
     def _load(self, load, guarded):
         buffer = load.tensor
-        _check_indices(buffer, _indices(load))
+        check_indices(buffer, access_indices(load))
         pointer = self._pointer_of(buffer)
-        if self.vector is not None and any(_mentions(index, self.vector[0]) for index in _indices(load)):
-            return self._vector_load(buffer, pointer, _indices(load), guarded)
-        flat = self._flat_index(buffer, _indices(load), guarded)
+        if self.vector is not None and any(mentions(index, self.vector[0]) for index in access_indices(load)):
+            return self._vector_load(buffer, pointer, access_indices(load), guarded)
+        flat = self._flat_index(buffer, access_indices(load), guarded)
         return self._scalar_load(buffer, pointer, flat, guarded)
 
     def _binary(self, binary, guarded):
@@ -824,178 +722,3 @@ class _FunctionEmitter:
                  Logical: _logical, Select: _select, Call: _call, Cast: _cast, Intrinsic: _intrinsic_op}
 
 
-# ---------------------------------------------------------------- JIT
-
-@functools.cache
-def _initialise_llvm():
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-
-
-def _target_machine():
-    """A fresh machine for this host (an MCJIT engine takes ownership of the one it is given)."""
-    _initialise_llvm()
-    target = llvm.Target.from_default_triple()
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=_host_features(),
-                                        opt=3, codemodel="jitdefault")
-
-
-@functools.cache
-def _host_features():
-    return llvm.get_host_cpu_features().flatten()
-
-
-@functools.cache
-def _host_register_lanes():
-    """32-bit lanes of this host's widest vector registers."""
-    features = _host_features().split(",")
-    return 16 if "+avx512f" in features else 8 if "+avx" in features else 4
-
-
-def _padded_lanes(extent):
-    """The lanes a vectorized loop of extent computes: whole registers (of SSE width for short loops)."""
-    if extent <= 2:
-        return extent
-    unit = _host_register_lanes() if extent > _host_register_lanes() // 2 else 4
-    padded = -(-extent // unit) * unit
-    return padded if padded <= MAX_VECTOR_LANES else extent
-
-
-def _row_pitch(row):
-    """The padded length of a local buffer's rows: room for a padded vector that starts anywhere
-    in the row (its live lanes end inside it, the rest by less than a register further)."""
-    unit = _host_register_lanes()
-    return row if row <= 1 or row % unit == 0 else -(-(row + unit - 1) // unit) * unit
-
-
-@functools.cache
-def _host_layout():
-    """(triple, data layout) of this host, which the vectorizer's cost model needs in the module."""
-    machine = _target_machine()
-    return machine.triple, str(machine.target_data)
-
-
-def _optimize(module, machine, opt_level):
-    """Run LLVM's standard -O<opt_level> module pipeline (new pass manager), with both vectorizers on."""
-    tuning = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-    if opt_level >= 2:
-        tuning.loop_vectorization = True
-        tuning.slp_vectorization = True
-    builder = llvm.create_pass_builder(machine, tuning)
-    builder.getModulePassManager().run(module, builder)
-
-
-class CompiledFunc:
-    """A kernel compiled for this CPU; call it with one array per parameter to run it in place."""
-
-    def __init__(self, func, unoptimized_ir, opt_level, segments, fallbacks):
-        self.func = func
-        self.unoptimized_ir = unoptimized_ir
-        self.fallbacks = tuple(fallbacks)   # vectorized loops that run lane by lane, and why
-        machine = _target_machine()
-        module = llvm.parse_assembly(unoptimized_ir)
-        module.verify()
-        _optimize(module, machine, opt_level)
-        self.llvm_ir = str(module)
-        self._engine = llvm.create_mcjit_compiler(module, machine)
-        self._engine.finalize_object()
-        self.segments = tuple(segments)  # (symbol, parallel extent or None), run in order
-        self._segments = [(_SEGMENT_PROTOTYPE(self._engine.get_function_address(symbol)), extent)
-                          for symbol, extent in segments]
-        self._written = _written_buffers(func.body)
-        self._asm = None
-
-    def asm(self):
-        """The host assembly of the optimized module."""
-        if self._asm is None:
-            self._asm = _target_machine().emit_assembly(llvm.parse_assembly(self.llvm_ir))
-        return self._asm
-
-    def __call__(self, *arrays):
-        params = self.func.params
-        if len(arrays) != len(params):
-            names = ", ".join(p.name for p in params)
-            raise TypeError(f"kernel '{self.func.name}' takes {len(params)} arguments ({names}), got {len(arrays)}")
-        spans = [_memory_span(array, param, param in self._written) for array, param in zip(arrays, params)]
-        self._check_disjoint(spans)
-        table = (ctypes.c_void_p * max(1, len(params)))(*(start for start, _ in spans))
-        address = ctypes.addressof(table)
-        for kernel, parallel_extent in self._segments:
-            if parallel_extent is None:
-                kernel(0, 1, address)
-            else:
-                runtime.default_pool().run(kernel, parallel_extent, address)
-
-    def _check_disjoint(self, spans):
-        """Refuse a written argument that overlaps another: the kernel declares its buffers noalias."""
-        params = self.func.params
-        for i, (start_i, size_i) in enumerate(spans):
-            for j in range(i + 1, len(spans)):
-                start_j, size_j = spans[j]
-                written = [p.name for p in (params[i], params[j]) if p in self._written]
-                if written and start_i < start_j + size_j and start_j < start_i + size_i:
-                    raise EvaluationError(f"arguments '{params[i].name}' and '{params[j].name}' overlap in memory, "
-                                          f"but the kernel writes '{written[0]}' and assumes distinct buffers")
-
-    def __repr__(self):
-        return f"<CompiledFunc {_signature(self.func)}>"
-
-
-def _is_torch_tensor(value):
-    return type(value).__module__.startswith("torch") and hasattr(value, "data_ptr")
-
-
-def _memory_span(array, param, written):
-    """(address, bytes) of an argument, after checking it has exactly the parameter's layout."""
-    name = param.name
-    if isinstance(array, np.ndarray):
-        dtype, shape, address = str(array.dtype), array.shape, array.ctypes.data
-        contiguous, writable = array.flags.c_contiguous, array.flags.writeable
-    elif _is_torch_tensor(array):
-        if array.device.type != "cpu":
-            raise EvaluationError(f"argument '{name}' is on {array.device}; the llvm back end needs CPU memory")
-        dtype, shape, address = str(array.dtype).removeprefix("torch."), tuple(array.shape), array.data_ptr()
-        contiguous, writable = array.is_contiguous(), True
-    else:
-        raise TypeError(f"argument '{name}' must be a numpy array or a CPU torch tensor, got {type(array).__name__}")
-    expected_shape = tuple(param.shape)
-    if dtype != param.dtype:
-        raise EvaluationError(f"argument '{name}' has dtype {dtype}, expected {param.dtype}")
-    if tuple(shape) != expected_shape:
-        raise EvaluationError(f"argument '{name}' has shape {tuple(shape)}, expected {expected_shape}")
-    if not contiguous:
-        raise EvaluationError(f"argument '{name}' is not C-contiguous")
-    if written and not writable:
-        raise EvaluationError(f"argument '{name}' is read-only, but the kernel writes it")
-    return address, param.size * _ITEM_SIZES[param.dtype]
-
-
-_cache = {}
-_cache_lock = threading.Lock()
-
-
-def clear_cache():
-    """Forget compiled kernels (a long search would otherwise keep every candidate's machine code)."""
-    with _cache_lock:
-        _cache.clear()
-
-
-def compile_func(func: PrimFunc, opt_level=3) -> CompiledFunc:
-    """Compile a kernel for this CPU; identical kernels (same LLVM IR, level and host) compile once."""
-    if opt_level not in (0, 1, 2, 3):
-        raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
-    for param in func.params:
-        if param.dtype not in _ITEM_SIZES:
-            raise CodegenError(f"parameter '{param.name}' has dtype {param.dtype!r}; "
-                               f"expected one of {', '.join(_ITEM_SIZES)}")
-    _check_loops(func.body)
-    func = legalize(func)
-    triple, layout = _host_layout()
-    builder = _ModuleBuilder(func, triple, layout)
-    text = str(builder.build())
-    key = (text, opt_level, llvm.get_host_cpu_name(), _host_features())
-    with _cache_lock:
-        compiled = _cache.get(key)
-        if compiled is None:
-            compiled = _cache[key] = CompiledFunc(func, text, opt_level, builder.segments, builder.fallbacks)
-    return compiled

@@ -29,6 +29,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from flexsched.target import Target, get_target
+
 STATUSES = ("ok", "build_error", "runtime_error", "wrong_answer", "timeout", "crash")
 DEFAULT_RUNNER = "codegen.measure:run_candidate"
 RTOL = {"float32": 1e-4, "float64": 1e-9}
@@ -42,28 +44,36 @@ REFERENCE_CACHE_SIZE = 4
 
 @dataclass(frozen=True, init=False)
 class MeasureInput:
-    """One candidate: a task (as Task.ref()) and a schedule (as JSON), both picklable and hashable."""
+    """One candidate: a task (as Task.ref()), a schedule (as JSON) and the target to build it for
+    (as its capabilities' JSON), all picklable and hashable."""
 
     task_ref_json: str
     schedule_json: str
+    target_json: str
 
-    def __init__(self, task_ref, schedule_json):
+    def __init__(self, task_ref, schedule_json, target="llvm"):
         ref = json.loads(task_ref) if isinstance(task_ref, str) else task_ref
         object.__setattr__(self, "task_ref_json", json.dumps(ref, sort_keys=True))
         object.__setattr__(self, "schedule_json", _schedule_text(schedule_json))
+        object.__setattr__(self, "target_json", json.dumps(get_target(target).to_dict(), sort_keys=True))
 
     @classmethod
-    def of(cls, task, schedule=None):
+    def of(cls, task, schedule=None, target="llvm"):
         """The input measuring this Task under this Schedule (or its JSON; None is the naive nest)."""
-        return cls(task.ref(), schedule)
+        return cls(task.ref(), schedule, target)
 
     @property
     def task_ref(self):
         """A fresh dict, so callers cannot change the frozen value through it."""
         return json.loads(self.task_ref_json)
 
+    @property
+    def target(self):
+        return Target.from_dict(json.loads(self.target_json))
+
     def __repr__(self):
-        return f"MeasureInput(task_ref={self.task_ref_json}, schedule_json={self.schedule_json!r})"
+        return (f"MeasureInput(task_ref={self.task_ref_json}, schedule_json={self.schedule_json!r}, "
+                f"target={self.target.name!r})")
 
 
 def _schedule_text(schedule):
@@ -153,13 +163,14 @@ class Measurer:
     """Measures candidates one at a time in a persistent, restartable worker process."""
 
     def __init__(self, timeout_s=60.0, warmup=1, repeats=5, min_run_seconds=0.01, seed=0,
-                 memory_limit_bytes=16 * 2**30, runner=DEFAULT_RUNNER, slow_run_seconds=math.inf):
+                 memory_limit_bytes=16 * 2**30, runner=DEFAULT_RUNNER, slow_run_seconds=math.inf, kinds=("cpu",)):
         if timeout_s <= 0 or warmup < 0 or repeats < 1 or min_run_seconds < 0:
             raise ValueError("need timeout_s > 0, warmup >= 0, repeats >= 1 and min_run_seconds >= 0")
         load_runner(runner)  # a misspelt runner fails here, not once per candidate
         self.timeout_s = float(timeout_s)
         self.memory_limit_bytes = memory_limit_bytes
         self.runner = runner
+        self.kinds = tuple(kinds)   # target kinds whose back ends the worker loads before it is ready
         self.settings = MeasureSettings(warmup, repeats, min_run_seconds, seed, slow_run_seconds)
         self._worker = None
 
@@ -233,7 +244,8 @@ class Measurer:
         context = multiprocessing.get_context("spawn")
         parent_conn, child_conn = context.Pipe()
         process = context.Process(target=worker_main, name="flexsched-measure",
-                                  args=(child_conn, list(sys.path), self.memory_limit_bytes), daemon=True)
+                                  args=(child_conn, list(sys.path), self.memory_limit_bytes, self.kinds),
+                                  daemon=True)
         process.start()
         child_conn.close()
         worker = _Worker(process, parent_conn)
@@ -308,11 +320,14 @@ def load_runner(path):
 
 # ---------------------------------------------------------------- the worker
 
-def worker_main(conn, parent_sys_path, memory_limit_bytes):
-    """Worker loop: (request, runner, input, settings) in, (request, result dict) out; None stops it."""
+def worker_main(conn, parent_sys_path, memory_limit_bytes, kinds=("cpu",)):
+    """Worker loop: (request, runner, input, settings) in, (request, result dict) out; None stops it.
+
+    A back end left unhealthy by a candidate (a kernel that faulted the GPU spoils its context)
+    ends the loop once the result is sent; the parent starts a fresh worker for the next one."""
     sys.path[:] = parent_sys_path
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    _preload_code_generator()
+    _preload_code_generator(kinds)
     limit_address_space(memory_limit_bytes)
     conn.send(("ready", os.getpid()))
     while True:
@@ -324,6 +339,8 @@ def worker_main(conn, parent_sys_path, memory_limit_bytes):
             return
         request, runner_path, measure_input, settings = message
         conn.send((request, _run_safely(runner_path, measure_input, settings)))
+        if not _backends_healthy():
+            return
 
 
 def _run_safely(runner_path, measure_input, settings):
@@ -334,14 +351,24 @@ def _run_safely(runner_path, measure_input, settings):
         return MeasureResult.failure("runtime_error", describe_exception(err)).to_dict()
 
 
-def _preload_code_generator():
+def _preload_code_generator(kinds):
     """Import before the memory limit and outside every candidate's time limit."""
     import codegen.kernel  # noqa: F401
     import flexsched.registry  # noqa: F401
-    try:
-        importlib.import_module("codegen.llvm_backend")
-    except Exception:  # noqa: BLE001 - a broken back end shows up as each candidate's build_error
-        pass
+    from codegen.backend import backend_for
+
+    for kind in kinds:
+        try:
+            backend_for(kind).preload()
+        except Exception:  # noqa: BLE001 - a broken back end shows up as each candidate's build_error
+            pass
+
+
+def _backends_healthy():
+    """Whether every back end this worker has loaded can take another candidate."""
+    from codegen.backend import loaded_backends
+
+    return all(backend.healthy() for backend in loaded_backends())
 
 
 def limit_address_space(limit_bytes):
@@ -366,7 +393,7 @@ def run_candidate(measure_input, settings):
     started = time.perf_counter()
     try:
         task = task_from_ref(measure_input.task_ref)
-        kernel = build(task, measure_input.schedule_json)
+        kernel = build(task, measure_input.schedule_json, measure_input.target)
     except Exception as err:  # noqa: BLE001
         return MeasureResult.failure("build_error", describe_exception(err),
                                      time.perf_counter() - started).to_dict()
@@ -375,19 +402,24 @@ def run_candidate(measure_input, settings):
 
 
 def check_and_time(task, kernel, settings, compile_seconds):
-    """A wrong answer is a failure, never a time: check first, then time."""
+    """A wrong answer is a failure, never a time: check first, then time (on the same arrays, in
+    the kernel's memory)."""
     inputs, references = reference_for(task, settings.seed)
+    backend = kernel.backend
+    unavailable = backend.unavailable(kernel.target)
+    if unavailable:
+        return MeasureResult.failure("runtime_error", unavailable, compile_seconds)
     try:
-        started = time.perf_counter()
-        outputs = kernel.run(*inputs)
-        first_run_seconds = time.perf_counter() - started
+        arrays = kernel.arguments(inputs)
+        first_run_seconds = backend.time_runs(lambda: kernel(*arrays), 1)
+        outputs = [backend.to_host(array) for array in arrays[len(inputs):]]
     except Exception as err:  # noqa: BLE001
         return MeasureResult.failure("runtime_error", describe_exception(err), compile_seconds)
     mismatch = compare_outputs(outputs, references, [t.name for t in task.outputs])
     if mismatch:
         return MeasureResult.failure("wrong_answer", mismatch, compile_seconds)
     try:
-        per_run, number = time_kernel(kernel, [*inputs, *outputs], settings, first_run_seconds)
+        per_run, number = time_kernel(kernel, arrays, settings, first_run_seconds)
     except Exception as err:  # noqa: BLE001
         return MeasureResult.failure("runtime_error", describe_exception(err), compile_seconds)
     return MeasureResult("ok", statistics.median(per_run), min(per_run), max(per_run), len(per_run),
@@ -415,9 +447,7 @@ def time_kernel(kernel, arrays, settings, first_run_seconds):
         return [_time_repeat(kernel, arrays, 1)], 1
     fastest = first_run_seconds
     for _ in range(settings.warmup):
-        started = time.perf_counter()
-        kernel(*arrays)
-        fastest = min(fastest, time.perf_counter() - started)
+        fastest = min(fastest, _time_repeat(kernel, arrays, 1))
     number = runs_per_repeat(fastest, settings.min_run_seconds)
     calibrated = _time_repeat(kernel, arrays, number)  # one untimed repeat, in case the first runs were slow
     number = max(number, runs_per_repeat(calibrated, settings.min_run_seconds))
@@ -438,10 +468,7 @@ def runs_per_repeat(run_seconds, min_run_seconds):
 
 
 def _time_repeat(kernel, arrays, number):
-    started = time.perf_counter()
-    for _ in range(number):
-        kernel(*arrays)
-    return (time.perf_counter() - started) / number
+    return kernel.backend.time_runs(lambda: kernel(*arrays), number)
 
 
 # ---------------------------------------------------------------- correctness

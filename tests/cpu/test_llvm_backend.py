@@ -5,7 +5,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from codegen.ir import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, loop_var, seq
-from codegen.llvm_backend import CodegenError, compile_func
+from codegen.cpu_backend import compile_func
+from codegen.ir import CodegenError
 from codegen.runtime import split_range
 from flexsched.errors import EvaluationError
 from flexsched.expr import Load, call, cast, select

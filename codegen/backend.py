@@ -1,0 +1,92 @@
+"""Back ends by target kind: the passes that finish a lowered kernel, its compilation, and how it
+runs and is timed.
+
+A back end registers itself under a target kind (codegen.cpu_backend as "cpu",
+codegen.cuda_backend as "gpu"); build() and the measurement worker look it up here, importing a
+built-in one on first use, so llvmlite or cupy load only where a kernel needs them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from abc import ABC, abstractmethod
+
+import numpy as np
+
+from flexsched.errors import FlexschedError
+
+_BACKENDS = {}
+_BUILT_IN = {"cpu": "codegen.cpu_backend", "gpu": "codegen.cuda_backend"}
+
+
+class BackendError(FlexschedError, RuntimeError):
+    """No back end for a target, or one that cannot run here (one line saying why)."""
+
+
+class Backend(ABC):
+    """How kernels of one target kind are finished, compiled, run and timed."""
+
+    kind: str = ""
+
+    def passes(self, target):
+        """Loop-IR passes (PrimFunc -> PrimFunc) that run after lowering, in order."""
+        return ()
+
+    @abstractmethod
+    def compile(self, func, target):
+        """An object that runs func when called with one array per parameter (in place)."""
+
+    def unavailable(self, target):
+        """Why this machine cannot run the kernels ('' when it can)."""
+        return ""
+
+    def empty(self, shape, dtype):
+        """An uninitialised array in the memory the kernels read."""
+        return np.empty(shape, dtype=dtype)
+
+    def to_device(self, array):
+        """A host array in the kernels' memory."""
+        return array
+
+    def to_host(self, array):
+        """A kernel's array as a numpy array."""
+        return np.asarray(array)
+
+    def time_runs(self, run, number):
+        """Seconds per call of run(), over number calls back to back."""
+        started = time.perf_counter()
+        for _ in range(number):
+            run()
+        return (time.perf_counter() - started) / number
+
+    def preload(self):
+        """Import what compiling needs, before the measurement worker limits its memory."""
+
+    def healthy(self):
+        """Whether this process can still run kernels (a GPU fault spoils the whole context)."""
+        return True
+
+
+def register_backend(backend):
+    """Make a Backend instance the one for its kind (a later registration replaces it)."""
+    if not backend.kind:
+        raise BackendError(f"{type(backend).__name__} names no target kind")
+    _BACKENDS[backend.kind] = backend
+    return backend
+
+
+def loaded_backends():
+    """The back ends registered so far in this process."""
+    return tuple(_BACKENDS.values())
+
+
+def backend_for(kind):
+    """The back end registered for a target kind (a Target or its kind), importing a built-in one."""
+    kind = getattr(kind, "kind", kind)
+    if kind not in _BACKENDS and kind in _BUILT_IN:
+        importlib.import_module(_BUILT_IN[kind])
+    if kind not in _BACKENDS:
+        known = sorted(set(_BACKENDS) | set(_BUILT_IN))
+        raise BackendError(f"no back end for target kind '{kind}'; back ends exist for: {', '.join(known)}")
+    return _BACKENDS[kind]

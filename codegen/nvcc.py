@@ -1,0 +1,188 @@
+"""CUDA C to PTX and machine code with NVIDIA's nvcc and ptxas; no GPU is needed.
+
+Each compile returns the PTX of every kernel entry with the source line each instruction came
+from (nvcc -lineinfo writes `.loc` directives), and what ptxas reports of each entry: registers,
+spills, stack and static shared memory. nvcc starts slowly (about 0.3 s here), so several
+independent sources compile as one translation unit, each behind a `#line` directive naming
+it; a unit that fails is then compiled alone, so one bad source fails only itself.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+
+from flexsched.errors import FlexschedError
+
+COMPILE_TIMEOUT_S = 120.0
+_ENTRY = re.compile(r"^\.(?:visible|weak)?\s*\.entry\s+(\w+)\s*\(", re.M)
+_FILE = re.compile(r"^\s*\.file\s+(\d+)\s+\"([^\"]+)\"", re.M)
+_PTXAS_FUNCTION = re.compile(r"Compiling entry function '(\w+)'")
+_PTXAS_PROPERTIES = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_PTXAS_USED = re.compile(r"Used (\d+) registers(?:, used (\d+) barriers)?(?:, (\d+) bytes smem)?")
+
+
+class CudaCompileError(FlexschedError, RuntimeError):
+    """nvcc or ptxas refused a source, or is not installed (one line, naming the unit)."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """What ptxas reports for one kernel entry."""
+
+    registers: int
+    spill_store_bytes: int = 0
+    spill_load_bytes: int = 0
+    stack_bytes: int = 0
+    static_shared_bytes: int = 0
+    barriers: int = 0
+
+
+@dataclass(frozen=True)
+class PtxKernel:
+    """One entry of the PTX: its instructions as (opcode, source line) in program order; the line
+    is the unit's own (0 where PTX names no line)."""
+
+    name: str
+    instructions: tuple
+    resources: Resources
+
+
+@dataclass(frozen=True)
+class CompiledUnit:
+    """One source's kernels, keyed by entry name."""
+
+    kernels: dict
+    arch: str
+    seconds: float   # its share of the batch's compile time
+
+
+def find_nvcc():
+    """The nvcc executable: on PATH, in $CUDA_HOME/bin or /usr/local/cuda/bin; None if absent."""
+    found = shutil.which("nvcc")
+    if found:
+        return found
+    for root in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if root and os.access(os.path.join(root, "bin", "nvcc"), os.X_OK):
+            return os.path.join(root, "bin", "nvcc")
+    return None
+
+
+def _ptxas(nvcc):
+    sibling = os.path.join(os.path.dirname(nvcc), "ptxas")
+    return sibling if os.access(sibling, os.X_OK) else shutil.which("ptxas")
+
+
+def compile_units(sources, arch="sm_90", timeout_s=COMPILE_TIMEOUT_S):
+    """A CompiledUnit or a CudaCompileError for each CUDA source, compiled together."""
+    nvcc = find_nvcc()
+    if nvcc is None:
+        error = CudaCompileError("nvcc not found (install the CUDA toolkit or set CUDA_HOME)")
+        return [error for _ in sources]
+    sources = list(sources)
+    started = time.perf_counter()
+    try:
+        kernels = _compile_together(nvcc, sources, arch, timeout_s)
+    except CudaCompileError as err:
+        if len(sources) == 1:
+            return [err]
+        return [result for source in sources for result in compile_units([source], arch, timeout_s)]
+    share = (time.perf_counter() - started) / max(1, len(sources))
+    return [CompiledUnit(kernels.get(unit, {}), arch, share) for unit in range(len(sources))]
+
+
+def _compile_together(nvcc, sources, arch, timeout_s):
+    """{unit number: {entry name: PtxKernel}} of the sources as one translation unit."""
+    with tempfile.TemporaryDirectory(prefix="flexsched-nvcc-") as directory:
+        source_path = os.path.join(directory, "units.cu")
+        with open(source_path, "w") as out:
+            for unit, source in enumerate(sources):
+                out.write(f'#line 1 "unit{unit}.cu"\n{source}\n')
+        ptx_path = os.path.join(directory, "units.ptx")
+        _run([nvcc, f"-arch={arch}", "-ptx", "-lineinfo", "-o", ptx_path, source_path], "nvcc", timeout_s)
+        with open(ptx_path) as ptx_file:
+            ptx = ptx_file.read()
+        ptxas = _ptxas(nvcc)
+        report = ""
+        if ptxas is not None:
+            report = _run([ptxas, f"-arch={arch}", "-v", "-o", os.path.join(directory, "units.cubin"), ptx_path],
+                          "ptxas", timeout_s)
+    resources = parse_ptxas_report(report)
+    return _kernels_by_unit(ptx, resources)
+
+
+def _run(command, tool, timeout_s):
+    """The command's stderr and stdout; CudaCompileError with its first error line on failure."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise CudaCompileError(f"{tool} took longer than {timeout_s:.0f} s") from None
+    output = done.stderr + done.stdout
+    if done.returncode != 0:
+        lines = [line for line in output.splitlines() if "error" in line.lower()] or output.splitlines() or ["?"]
+        first = re.sub(r"unit\d+\.cu\((\d+)\)", r"line \1", lines[0].strip())
+        raise CudaCompileError(f"{tool} failed: {first}")
+    return output
+
+
+def parse_ptxas_report(text):
+    """{entry name: Resources} from `ptxas -v` output."""
+    result, current, properties = {}, None, (0, 0, 0)
+    for line in text.splitlines():
+        function = _PTXAS_FUNCTION.search(line)
+        if function:
+            current, properties = function.group(1), (0, 0, 0)
+            continue
+        found = _PTXAS_PROPERTIES.search(line)
+        if found:
+            properties = tuple(int(group) for group in found.groups())
+            continue
+        used = _PTXAS_USED.search(line)
+        if used and current is not None:
+            registers, barriers, shared = (int(group or 0) for group in used.groups())
+            stack, spill_stores, spill_loads = properties
+            result[current] = Resources(registers, spill_stores, spill_loads, stack, shared, barriers)
+            current = None
+    return result
+
+
+def _kernels_by_unit(ptx, resources):
+    """Each entry's instructions with their unit's source lines, grouped by unit."""
+    files = {number: name for number, name in _FILE.findall(ptx)}
+    units = {}
+    starts = [match.start() for match in _ENTRY.finditer(ptx)] + [len(ptx)]
+    for begin, end in zip(starts, starts[1:]):
+        text = ptx[begin:end]
+        name = _ENTRY.match(text).group(1)
+        unit, instructions = None, []
+        line = 0
+        for raw in text.splitlines():
+            stripped = raw.strip()
+            if stripped.startswith(".loc"):
+                _, file_number, line_text, *_ = stripped.split()
+                file_name = os.path.basename(files.get(file_number, ""))
+                if file_name.startswith("unit") and unit is None:
+                    unit = int(file_name[4:].split(".")[0])
+                line = int(line_text)
+                continue
+            opcode = _opcode(stripped)
+            if opcode:
+                instructions.append((opcode, line))
+        units.setdefault(unit if unit is not None else 0, {})[name] = PtxKernel(
+            name, tuple(instructions), resources.get(name, Resources(0)))
+    return units
+
+
+def _opcode(line):
+    """The opcode of a PTX instruction line (predicate and operands dropped), '' for others."""
+    if not line or line.startswith(("//", ".", "{", "}", ")")) or line.endswith(":"):
+        return ""
+    if line.startswith("@"):
+        line = line.split(None, 1)[1] if " " in line else ""
+    opcode = line.split(None, 1)[0].rstrip(";")
+    return opcode if opcode and opcode[0].isalpha() else ""
