@@ -55,11 +55,14 @@ class PtxKernel:
 
 @dataclass(frozen=True)
 class CompiledUnit:
-    """One source's kernels, keyed by entry name."""
+    """One source's kernels, keyed by entry name, and its PTX (a whole module when it was
+    compiled alone) and machine code (when asked for)."""
 
     kernels: dict
     arch: str
-    seconds: float   # its share of the batch's compile time
+    seconds: float        # its share of the batch's compile time
+    ptx: str = ""
+    cubin: bytes | None = None
 
 
 def find_nvcc():
@@ -78,8 +81,9 @@ def _ptxas(nvcc):
     return sibling if os.access(sibling, os.X_OK) else shutil.which("ptxas")
 
 
-def compile_units(sources, arch="sm_90", timeout_s=COMPILE_TIMEOUT_S):
-    """A CompiledUnit or a CudaCompileError for each CUDA source, compiled together."""
+def compile_units(sources, arch="sm_90", timeout_s=COMPILE_TIMEOUT_S, keep_machine_code=False):
+    """A CompiledUnit or a CudaCompileError for each CUDA source, compiled together (machine code
+    is kept for a source compiled alone, if asked for)."""
     nvcc = find_nvcc()
     if nvcc is None:
         error = CudaCompileError("nvcc not found (install the CUDA toolkit or set CUDA_HOME)")
@@ -87,17 +91,28 @@ def compile_units(sources, arch="sm_90", timeout_s=COMPILE_TIMEOUT_S):
     sources = list(sources)
     started = time.perf_counter()
     try:
-        kernels = _compile_together(nvcc, sources, arch, timeout_s)
+        kernels, ptx, cubin = _compile_together(nvcc, sources, arch, timeout_s)
     except CudaCompileError as err:
         if len(sources) == 1:
             return [err]
         return [result for source in sources for result in compile_units([source], arch, timeout_s)]
     share = (time.perf_counter() - started) / max(1, len(sources))
-    return [CompiledUnit(kernels.get(unit, {}), arch, share) for unit in range(len(sources))]
+    if len(sources) == 1:
+        return [CompiledUnit(kernels.get(0, {}), arch, share, ptx, cubin if keep_machine_code else None)]
+    return [CompiledUnit(kernels.get(unit, {}), arch, share, _entries_text(ptx, kernels.get(unit, {})))
+            for unit in range(len(sources))]
+
+
+def _entries_text(ptx, kernels):
+    """The PTX text of some entries (each from its .entry line to the next)."""
+    starts = [match.start() for match in _ENTRY.finditer(ptx)] + [len(ptx)]
+    parts = [ptx[begin:end] for begin, end in zip(starts, starts[1:]) if _ENTRY.match(ptx[begin:end]).group(1) in kernels]
+    return "".join(parts)
 
 
 def _compile_together(nvcc, sources, arch, timeout_s):
-    """{unit number: {entry name: PtxKernel}} of the sources as one translation unit."""
+    """({unit number: {entry name: PtxKernel}}, PTX text, cubin bytes or None) of the sources as
+    one translation unit."""
     with tempfile.TemporaryDirectory(prefix="flexsched-nvcc-") as directory:
         source_path = os.path.join(directory, "units.cu")
         with open(source_path, "w") as out:
@@ -108,12 +123,14 @@ def _compile_together(nvcc, sources, arch, timeout_s):
         with open(ptx_path) as ptx_file:
             ptx = ptx_file.read()
         ptxas = _ptxas(nvcc)
-        report = ""
+        report, cubin = "", None
         if ptxas is not None:
-            report = _run([ptxas, f"-arch={arch}", "-v", "-o", os.path.join(directory, "units.cubin"), ptx_path],
-                          "ptxas", timeout_s)
+            cubin_path = os.path.join(directory, "units.cubin")
+            report = _run([ptxas, f"-arch={arch}", "-v", "-o", cubin_path, ptx_path], "ptxas", timeout_s)
+            with open(cubin_path, "rb") as cubin_file:
+                cubin = cubin_file.read()
     resources = parse_ptxas_report(report)
-    return _kernels_by_unit(ptx, resources)
+    return _kernels_by_unit(ptx, resources), ptx, cubin
 
 
 def _run(command, tool, timeout_s):

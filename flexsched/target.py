@@ -67,11 +67,34 @@ def host_cpu():
                   cores=cores, vector_lanes=lanes, vector_registers=registers)
 
 
+def nvidia_gpu(part=None):
+    """A GPU target from flexsched.gpus; no part means the H100 (SXM5). The name carries the part,
+    so the GPU model and compiler find its rates and architecture."""
+    from .gpus import DEFAULT_GPU, DEVICES
+
+    key = (part or DEFAULT_GPU).lower()
+    if key not in DEVICES:
+        raise TargetError(f"unknown GPU '{part}'; choose one of {', '.join(DEVICES)}")
+    device = DEVICES[key]
+    description = "NVIDIA H100 (sm_90)" if part is None else f"{device.part} ({device.arch})"
+    return Target("cuda" if part is None else f"cuda:{key}", "gpu", description,
+                  max_threads_per_block=device.max_threads_per_block,
+                  max_shared_memory_bytes=device.shared_bytes_per_block,
+                  max_registers_per_thread=device.max_registers_per_thread, warp_size=device.warp_size)
+
+
 def nvidia_h100():
-    # CUDA C Programming Guide, compute capability 9.0: 1024 threads per block, 255 registers
-    # per thread, 48 KB of static shared memory per block (more only by dynamic opt-in).
-    return Target("cuda", "gpu", "NVIDIA H100 (sm_90)", max_threads_per_block=1024,
-                  max_shared_memory_bytes=48 * 1024, max_registers_per_thread=255, warp_size=32)
+    return nvidia_gpu()
+
+
+def gpu_device(target):
+    """The GpuDevice a GPU target names."""
+    from .gpus import DEFAULT_GPU, DEVICES
+
+    target = get_target(target)
+    if target.kind != "gpu":
+        raise TargetError(f"target '{target.name}' is not a GPU")
+    return DEVICES[target.name.split(":", 1)[1] if ":" in target.name else DEFAULT_GPU]
 
 
 def fpga(part=None):
@@ -95,11 +118,14 @@ _TARGETS = {"llvm": host_cpu, "cuda": nvidia_h100, "fpga": xilinx_vu9p}
 
 
 def get_target(name):
-    """The target called name: llvm (this CPU), cuda (an H100), fpga (a VU9P) or fpga:<device>."""
+    """The target called name: llvm (this CPU), cuda (an H100) or cuda:<gpu>, fpga (a VU9P) or
+    fpga:<device>."""
     if isinstance(name, Target):
         return name
     if isinstance(name, str) and name.startswith("fpga:"):
         return fpga(name.split(":", 1)[1])
+    if isinstance(name, str) and name.startswith("cuda:"):
+        return nvidia_gpu(name.split(":", 1)[1])
     if name not in _TARGETS:
         raise TargetError(f"unknown target '{name}'; choose one of {', '.join(_TARGETS)}")
     return _TARGETS[name]()
