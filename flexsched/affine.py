@@ -8,7 +8,7 @@ by constants, as the DSL allows in indices).
 
 from __future__ import annotations
 
-from .expr import Binary, Cast, Const, IterVar, Select, iter_vars_of
+from .expr import Binary, Cast, Const, Intrinsic, IterVar, Select, iter_vars_of
 
 _INTEGER = ("int32", "int64")
 
@@ -113,7 +113,8 @@ def split_terms(expr, inner):
 def interval(expr, ranges=None):
     """A sound (min, max) of an integer expression over its loops' values, by interval
     arithmetic; ranges maps a loop name to (min, max), a loop not in it ranging over
-    0..extent-1. None where the expression holds something without known bounds (a load)."""
+    0..extent-1. None where the expression holds something without known bounds (a load).
+    Legalised indices (truncating tdiv / tmod by a positive constant) are bounded too."""
     ranges = ranges or {}
 
     def go(node):
@@ -127,6 +128,9 @@ def interval(expr, ranges=None):
         if isinstance(node, Select):
             a, b = go(node.true_value), go(node.false_value)
             return None if a is None or b is None else (min(a[0], b[0]), max(a[1], b[1]))
+        if isinstance(node, Intrinsic) and node.func in ("tdiv", "tmod") and node.dtype in _INTEGER:
+            a, b = go(node.args[0]), go(node.args[1])
+            return None if a is None or b is None else _truncating_interval(node.func, a, b)
         if not isinstance(node, Binary) or node.dtype not in _INTEGER:
             return None
         a, b = go(node.a), go(node.b)
@@ -215,3 +219,20 @@ def _fold(node):
     if a is None or b is None or b == 0 or node.op not in ("//", "%"):
         return node
     return Const(a // b if node.op == "//" else a % b, node.dtype)
+
+
+def _truncating_interval(func, a, b):
+    """C's a / b or a % b (toward zero) by a positive constant; None for other divisors."""
+    (a_low, a_high), (b_low, b_high) = a, b
+    if b_low != b_high or b_low <= 0:
+        return None
+    divisor = b_low
+    if func == "tdiv":  # truncation is monotone in the dividend
+        return _truncate(a_low, divisor), _truncate(a_high, divisor)
+    if -divisor < a_low and a_high < divisor:
+        return a_low, a_high
+    return (0 if a_low >= 0 else -(divisor - 1)), (0 if a_high <= 0 else divisor - 1)
+
+
+def _truncate(value, divisor):
+    return value // divisor if value >= 0 else -(-value // divisor)
