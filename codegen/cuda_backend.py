@@ -3,6 +3,8 @@ launches through cupy where a GPU is present (codegen.cuda_runtime)."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from flexsched.target import gpu_device
@@ -105,6 +107,35 @@ def compile_module(func, target):
         if isinstance(unit, CudaCompileError):
             raise unit
     return CudaModule(func, source, arch, unit)
+
+
+def modules_for(task, schedules, target, workers=2):
+    """A CudaModule (PTX and ptxas figures, no machine code) for each schedule of task, or the
+    exception that stopped it; nvcc compiles them as `workers` batches side by side."""
+    from analysis import analyze
+    from .lower import lower
+
+    info = analyze(task)
+    arch = gpu_device(target).arch
+    prepared = []
+    for schedule in schedules:
+        try:
+            func = lower(task, schedule.apply(info), name=f"candidate{len(prepared)}").func
+            for finish in CudaBackend().passes(target):
+                func = finish(func)
+            prepared.append((func, cuda_source_of(func)))
+        except Exception as err:  # noqa: BLE001 - a schedule that does not lower is that point's failure
+            prepared.append(err)
+    pending = [i for i, item in enumerate(prepared) if not isinstance(item, Exception)]
+    groups = [pending[k::max(1, workers)] for k in range(max(1, workers))]
+    groups = [group for group in groups if group]
+    with ThreadPoolExecutor(max_workers=max(1, len(groups))) as pool:  # nvcc runs outside the GIL
+        compiled = pool.map(lambda group: compile_units([prepared[i][1].text for i in group], arch), groups)
+        for group, units in zip(groups, compiled):
+            for i, unit in zip(group, units):
+                func, source = prepared[i]
+                prepared[i] = unit if isinstance(unit, Exception) else CudaModule(func, source, arch, unit)
+    return prepared
 
 
 class CudaBackend(Backend):

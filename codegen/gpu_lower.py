@@ -395,11 +395,12 @@ def _spread(stmt, linear, count, thread_ids, launch_index):
     while True:
         if isinstance(node, For):
             loops.append(node)
+            node = node.body
         elif isinstance(node, IfThenElse) and node.else_body is None:
             guards.append(node.cond)
+            node = node.then_body
         else:
             break
-        node = node.body
     if not isinstance(node, Store) or any(loop.kind in THREAD_AXES for loop in loops) or \
             _mentions(node, thread_ids) or any(_expr_mentions(cond, thread_ids) for cond in guards):
         return _Fill(stmt)  # already per thread, or not a plain nest: kept as it is

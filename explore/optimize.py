@@ -57,13 +57,14 @@ def _task_of(task):
     return task
 
 
-def resumed_history(path, task, target, space):
-    """A History holding the file's records of this task and target (duplicates dropped)."""
+def resumed_history(path, task, target, space, judged_by=None):
+    """A History holding the file's records of this task and target, judged the same way
+    (duplicates dropped)."""
     from .evaluator import Evaluation
 
     history = History(space.info.flops)
     for record in load_records(path):
-        if not record.matches(task, target):
+        if not record.matches(task, target, judged_by):
             continue
         point = space.point(record.config)
         key = space.schedule(point).to_json()
@@ -92,7 +93,7 @@ def build_best(path, task=None, target="llvm"):
                                + (f" of {task} on {target.name}" if task is not None else ""))
     task = task or task_from_ref(best[0].task_ref)
     space = generate(analyze(task), target)
-    return build(task, space.schedule(best[0].config))
+    return build(task, space.schedule(best[0].config), target)
 
 
 def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False, seed=0, evaluator=None,
@@ -102,7 +103,8 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
 
     task: a Task, or (name, *args). method: "q" (Q-network directions), "p" (every direction)
     or "random". log: a JSON-lines record file; resume: continue from it. evaluator: any
-    explore.evaluator.Evaluator (default: the target kind's, closed afterwards). progress: called
+    explore.evaluator.Evaluator, or the name of one for the target ("measure", "model"; default:
+    the target kind's, closed afterwards). progress: called
     with the History after each evaluated point. early_stopping: stop after this many trials
     without a relative improvement of min_improvement.
     """
@@ -116,18 +118,19 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     if trials < 1:
         raise ExplorationError(f"trials must be at least 1, got {trials}")
     space = generate(analyze(task), target)
+    own_evaluator = evaluator is None or isinstance(evaluator, str)
+    if own_evaluator:
+        evaluator = evaluator_for(target, evaluator, **(evaluator_options or {}))
+    judged_by = getattr(evaluator, "judged_by", "measured")
     if resume and os.path.exists(log):
-        history = resumed_history(log, task, target, space)
+        history = resumed_history(log, task, target, space, judged_by)
     else:
         history = History(space.info.flops)
-
-    own_evaluator = evaluator is None
-    evaluator = evaluator if evaluator is not None else evaluator_for(target, **(evaluator_options or {}))
     writer = RecordWriter(log) if log else None
 
     def on_entry(entry):
         if writer:
-            writer.append(record_line(task, target, entry, method, seed, space))
+            writer.append(record_line(task, target, entry, method, seed, space, judged_by))
         if progress:
             progress(history)
 
@@ -148,9 +151,9 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
         raise ExplorationError(f"no point of {task} succeeded in {len(history)} trials")
     schedule = space.schedule(best.point)
     kernel = None
-    if build_kernel and target.kind == "cpu":
+    if build_kernel and target.kind in ("cpu", "gpu"):
         from codegen.kernel import build
 
-        kernel = build(task, schedule)
+        kernel = build(task, schedule, target)
     return TuneResult(task, target, method, space.config(best.point), schedule, best.seconds, best.gflops,
                       kernel, history, len(history), len(history) - outcome.resumed, outcome.stop_reason)

@@ -63,13 +63,20 @@ class Record:
     def gflops(self):
         return float(self.data.get("gflops") or 0.0)
 
-    def matches(self, task, target):
-        """The same computation on the same device (capabilities included; any device if target is None)."""
+    @property
+    def judged_by(self):
+        """"measured" or "modelled" ("" in records written before the field existed)."""
+        return self.data.get("judged_by", "")
+
+    def matches(self, task, target, judged_by=None):
+        """The same computation on the same device (capabilities included; any device if target is
+        None), judged the same way (a measured GPU time and a modelled one never mix)."""
         same_task = self.task_ref.get("name") == task.name and list(self.task_ref.get("args", ())) == list(task.args)
-        return same_task and (target is None or self.target == target.to_dict())
+        same_judge = judged_by is None or self.judged_by in ("", judged_by)
+        return same_task and same_judge and (target is None or self.target == target.to_dict())
 
 
-def record_line(task, target, entry, method, seed, space):
+def record_line(task, target, entry, method, seed, space, judged_by="measured"):
     """The JSON object logged for a history entry."""
     from flexsched import __version__
 
@@ -83,6 +90,7 @@ def record_line(task, target, entry, method, seed, space):
         "task": task.ref(),
         "target": target.to_dict(),
         "method": method,
+        "judged_by": judged_by,
         "seed": seed,
         "trial": entry.trial,
         "point": list(entry.point),
@@ -154,7 +162,7 @@ def load_records(path):
     return records
 
 
-def best_records(records, count=1, task=None, target=None):
-    """The `count` fastest successful records (of one task and target when given)."""
-    chosen = [r for r in records if r.ok and (task is None or r.matches(task, target))]
+def best_records(records, count=1, task=None, target=None, judged_by=None):
+    """The `count` fastest successful records (of one task and target, judged one way, when given)."""
+    chosen = [r for r in records if r.ok and (task is None or r.matches(task, target, judged_by))]
     return sorted(chosen, key=lambda r: (r.seconds, r.line))[:count]

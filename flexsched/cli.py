@@ -38,8 +38,13 @@ def _build_parser():
     tune = commands.add_parser("tune", help="search the schedule space of an operator for its fastest schedule")
     tune.add_argument("op", metavar="OP", help="operator name (see `flexsched ops`)")
     tune.add_argument("args", metavar="ARG", nargs="*", help="the operator's arguments")
-    tune.add_argument("--target", default="llvm", help="llvm (this CPU, measured) or fpga (modelled); default llvm")
-    tune.add_argument("--device", help="the device of an fpga target, e.g. vu9p (passed on as fpga:DEVICE)")
+    tune.add_argument("--target", default="llvm",
+                      help="llvm (this CPU, measured), cuda (an NVIDIA GPU) or fpga (modelled); default llvm")
+    tune.add_argument("--device", help="the device of a cuda or fpga target, e.g. h200 or vu9p "
+                                       "(passed on as TARGET:DEVICE)")
+    tune.add_argument("--evaluator", choices=("measure", "model"),
+                      help="measure (run each candidate; cuda needs a GPU and cupy) or model (the static GPU "
+                           "model, no GPU needed; FPGA designs are always modelled); default: measure")
     tune.add_argument("--trials", type=int, default=100, help="points to evaluate, warm-up included (default 100)")
     tune.add_argument("--method", default="q", choices=("q", "p", "random"),
                       help="q: Q-network directions, p: every direction, random: random points (default q)")
@@ -174,12 +179,15 @@ def _cmd_tune(args, out):
     progress = ProgressBar(args.trials, sys.stderr)
     try:
         result = optimize(task, target, trials=args.trials, method=args.method, log=args.log, resume=args.resume,
-                          seed=args.seed, starts=args.starts, early_stopping=args.early_stop, progress=progress)
+                          seed=args.seed, starts=args.starts, early_stopping=args.early_stop, progress=progress,
+                          evaluator=args.evaluator)
     finally:
         progress.finish()
     summary = result.summary()
+    modelled = result.target.kind == "gpu" and args.evaluator == "model"
     out.write(f"{summary['task']} on {result.target.name} ({result.target.device}), method {result.method}: "
-              f"best {result.gflops:.2f} GFLOPS ({result.seconds * 1e3:.4g} ms per run)\n")
+              f"best {result.gflops:.2f} GFLOPS ({result.seconds * 1e3:.4g} ms per run"
+              f"{', predicted by the static GPU model' if modelled else ''})\n")
     out.write(f"{result.trials} trials ({result.evaluated} evaluated now, {summary['ok']} ok), "
               f"stopped by {result.stop_reason}, {summary['elapsed']:.1f} s\n")
     out.write(f"config: {result.config.to_json()}\n")
@@ -187,6 +195,10 @@ def _cmd_tune(args, out):
         details = result.history.best.evaluation.details
         out.write(format_estimate(details))
         summary.update({key: details[key] for key in FPGA_SUMMARY_KEYS if key in details})
+    if modelled:
+        details = result.history.best.evaluation.details
+        out.write(format_gpu_estimate(details))
+        summary.update({"predicted": True, "bound": details.get("bound")})
     if args.log:
         out.write(f"records: {args.log} (rebuild the best with explore.optimize.build_best)\n")
     if args.json:
@@ -253,6 +265,17 @@ def format_estimate(d):
             f"({d['cycles']:.0f} cycles at {d['clock_mhz']:g} MHz), {d['bound']}-bound\n"
             f"resources: {d['dsp']} DSP, {d['bram']} BRAM18K, {d['bandwidth_gbps']:.2f} GB/s "
             f"({d['bandwidth_use']:.0%} of peak DDR)\n")
+
+
+def format_gpu_estimate(details):
+    """The static GPU model's view of a kernel (a modelled Evaluation's details), for people."""
+    lines = [f"predicted: {details['bound']}-bound\n"]
+    for launch in details["launches"]:
+        lines.append(f"  {launch['entry']}: {launch['blocks']} blocks x {launch['threads']} threads, "
+                     f"{launch['registers']} registers, {launch['shared_bytes']} B shared, "
+                     f"{launch['blocks_per_sm']} blocks/SM ({launch['limited_by']}), {launch['waves']} wave(s), "
+                     f"{launch['bound']}-bound\n")
+    return "".join(lines)
 
 
 def format_space(space):

@@ -14,6 +14,7 @@ class FpgaEvaluator(Evaluator):
     """Estimates designs with the analytical model; thousands of points a second, no hardware."""
 
     name = "fpga-model"
+    judged_by = "modelled"
 
     def __init__(self, target, params=ModelParams()):
         self.target = target

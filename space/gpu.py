@@ -22,31 +22,41 @@ SPATIAL_LEVELS, REDUCE_LEVELS = 4, 3     # block, vthread, thread, inner / outer
 BLOCK, VTHREAD, THREAD, INNER = range(4)
 # Reduce levels against the register tile: all reduce loops outside it, or the innermost inside.
 LEVEL_ORDERS = (("R0", "R1", "R2", "U"), ("R0", "R1", "U", "R2"))
-UNROLL_LIMITS = (0, 16, 64, 512, 1500)
+# The unroll knob bounds the statements an unrolled reduction body holds: the register tile's
+# accumulations times the unrolled reduction steps (a 64-accumulator tile unrolled 512 steps
+# deep was 4,300 PTX instructions and 2 s of nvcc).
+UNROLL_LIMITS = (0, 64, 256, 1024)
 FLOAT_BYTES = 4
+
+
+def accumulator_budget(target):
+    """Accumulators a thread's register tile may hold: a third of its registers (operands and
+    addresses need the rest), as a power of two."""
+    return largest_power_of_two(target.max_registers_per_thread // 3)
 
 
 def _caps(info, node, target):
     """({loop: (caps per spatial part)}, {loop: (caps per reduce part)}) within the target's limits.
 
-    A thread factor is capped by `threads`, the vthread and inner factors each by `registers`
-    (the register tile, pruning: more accumulators would spill), and the two inner reduce
-    factors each by `chunk` (the reduction points staged per shared-memory refill)."""
+    A thread factor is capped by `threads`; the vthread and inner factors make up the register
+    tile together, so their caps' product over all loops stays within the accumulator budget
+    (pruning: more accumulators would spill); the two inner reduce factors are capped by `chunk`
+    (the reduction points staged per shared-memory refill)."""
     spatial = {loop.name: loop.extent for loop in split_loops(node.spatial)}
     reduce = {loop.name: loop.extent for loop in split_loops(node.reduce)}
-    registers_per_thread = largest_power_of_two(target.max_registers_per_thread // 4)
+    accumulators = accumulator_budget(target)
     shared_limit = target.max_shared_memory_bytes // FLOAT_BYTES
 
     def fits(caps):
         if math.prod(caps["threads"].values()) > target.max_threads_per_block:
             return False
-        if math.prod(caps["registers"].values()) > registers_per_thread:
+        if math.prod(caps["vthreads"].values()) * math.prod(caps["inner"].values()) > accumulators:
             return False
         return not node.reduce or _shared_elements(info, node, caps) <= shared_limit
 
-    caps = grow_caps({"threads": spatial, "registers": spatial, "chunk": reduce}, fits)
-    threads, registers, chunk = caps["threads"], caps["registers"], caps["chunk"]
-    spatial_caps = {name: (None, registers[name], threads[name], registers[name]) for name in spatial}
+    caps = grow_caps({"threads": spatial, "vthreads": spatial, "inner": spatial, "chunk": reduce}, fits)
+    threads, vthreads, inner, chunk = caps["threads"], caps["vthreads"], caps["inner"], caps["chunk"]
+    spatial_caps = {name: (None, vthreads[name], threads[name], inner[name]) for name in spatial}
     reduce_caps = {name: (None, chunk[name], chunk[name]) for name in reduce}
     return spatial_caps, reduce_caps
 
@@ -54,7 +64,7 @@ def _caps(info, node, target):
 def _shared_elements(info, node, caps):
     """Shared memory a block needs at the largest tiles the caps allow (footprints only grow
     with tiles, so this bounds every point)."""
-    tiles = {name: caps["threads"][name] * caps["registers"][name] ** 2 for name in caps["threads"]}
+    tiles = {name: caps["threads"][name] * caps["vthreads"][name] * caps["inner"][name] for name in caps["threads"]}
     tiles.update({name: cap ** 2 for name, cap in caps["chunk"].items()})
     return reads_footprint(info, node, tiles)
 
@@ -131,11 +141,13 @@ def _node_steps(info, node, config, caches):
             caches.add(cache)
             steps.append(CacheRead(tensor, "shared", (compute_stage,)))
             steps.append(ComputeAt(cache, compute_stage, refill))
-    # The register tile's loops get their extents only when lowering infers bounds (and are
-    # unrolled there); the unroll knob covers the reduce loops inside each chunk.
+    # The register tile's loops get their extents only when lowering infers bounds (the GPU
+    # passes unroll them); the unroll knob covers the reduce loops inside each chunk, counting
+    # each step as the tile's accumulations.
     extents.update(level_extents(node, config, reduce_names))
     reduce_nest = [name for name in nest if name not in tokens["U"]]
-    steps += unroll_steps(compute_stage, reduce_nest, extents, config[knob_name(node, "unroll")],
+    tile = math.prod(extents[name] for name in vthreads + inner)
+    steps += unroll_steps(compute_stage, reduce_nest, extents, config[knob_name(node, "unroll")] // tile,
                           stop_at=set(tokens["R0"]))
     return steps
 

@@ -312,8 +312,21 @@ def test_evaluation_round_trips_through_json():
 
 def test_evaluator_for_names_what_is_missing():
     assert evaluator_for("llvm").name == "cpu"
-    with pytest.raises(ExplorationError, match="no evaluator for target 'cuda'"):
+    assert evaluator_for("cuda", "model").name == "gpu-model"
+    with pytest.raises(ExplorationError, match="unknown evaluator 'guess'; choose one of measure, model"):
+        evaluator_for("llvm", "guess")
+    with pytest.raises(ExplorationError, match="no model evaluator for CPU targets"):
+        evaluator_for("llvm", "model")
+
+
+def test_measuring_on_a_gpu_says_in_one_line_that_none_is_here(monkeypatch):
+    import codegen.cuda_runtime as runtime
+
+    monkeypatch.setattr(runtime, "unavailable_reason", lambda: "no GPU available: cupy is not installed")
+    with pytest.raises(ExplorationError, match="no GPU available: cupy is not installed; tune with the static GPU "
+                                               "model instead") as raised:
         evaluator_for("cuda")
+    assert "\n" not in str(raised.value)
 
 
 # ---------------------------------------------------------------- public API and command line
