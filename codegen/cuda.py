@@ -15,11 +15,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flexsched import affine
+from flexsched.expr import IterVar, Load, as_expr, transform
+
 from .cprint import CPrinter, c_name, indices_fit_int32
 from .gpu_lower import BLOCK_AXES, THREAD_AXES, launches
-from .ir import For
+from .ir import For, Store
 
 _AXIS_NAMES = {axis: axis for axis in BLOCK_AXES + THREAD_AXES}
+_VECTOR_TYPES = {("float32", 4): "float4", ("int32", 4): "int4", ("float32", 2): "float2", ("int32", 2): "int2"}
+
+
+def _substituter(env):
+    return lambda expr: transform(expr, lambda node: env.get(id(node)) if isinstance(node, IterVar) else None)
 
 
 @dataclass(frozen=True)
@@ -120,11 +128,28 @@ class CudaPrinter(CPrinter):
         return [line if isinstance(line, _Line) else _weighted(line, self.weight) for line in lines]
 
     def loop(self, loop, indent):
+        if loop.kind == "vectorized" and isinstance(loop.body, Store) and isinstance(loop.body.value, Load):
+            return [_weighted(self._vector_copy(loop, indent), self.weight)]
         lines = super().loop(loop, indent)
         if loop.kind != "unrolled":  # the header's compare and increment run once per iteration
             header = next(i for i, line in enumerate(lines) if line.lstrip().startswith("for ("))
             lines[header] = _weighted(lines[header], self.weight * loop.extent)
         return lines
+
+    def _vector_copy(self, loop, indent):
+        """One vector load and store for a copy loop codegen.gpu_lower proved contiguous and aligned."""
+        store = loop.body
+        vector = _VECTOR_TYPES[(store.buffer.dtype, loop.extent)]
+        at_zero = _substituter({id(loop.var): as_expr(0, "int64")})
+
+        def first(index):
+            return affine.simplify(at_zero(index))
+
+        target = self.access(store.buffer, tuple(first(as_expr(i, "int64")) for i in store.indices))
+        load = store.value
+        source = self.access(load.tensor, tuple(first(as_expr(i, "int64")) for i in load.indices))
+        return (f"{indent}*reinterpret_cast<{vector} *>(&{target}) = "
+                f"*reinterpret_cast<const {vector} *>(&{source});")
 
     def inside(self, loop, indent):
         saved = self.weight

@@ -7,13 +7,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from flexsched.expr import Load, as_expr, walk
 from flexsched.target import gpu_device
 
 from . import cuda_runtime
 from .backend import Backend, register_backend
 from .cuda import cuda_source
 from .gpu_lower import lower_gpu
-from .ir import Store, walk_stmts
+from .ir import For, Store, walk_stmts
 from .legalize import legalize
 from .nvcc import CudaCompileError, compile_units, find_nvcc
 
@@ -28,6 +29,7 @@ class CudaModule:
         self.arch = arch
         self.unit = unit            # nvcc's CompiledUnit (None where nvcc is absent)
         self._written = {node.buffer for node in walk_stmts(func.body) if isinstance(node, Store)}
+        self._vectorised = _vector_accessed(func)   # parameters read or written 16 bytes at a time
         self._kernels = None
 
     @property
@@ -58,6 +60,10 @@ class CudaModule:
         device = [cuda_runtime.as_device_array(array, param.name, param.shape, param.dtype, param in self._written)
                   for array, param in zip(arrays, params)]
         self._check_distinct(device)
+        for array, param in zip(device, params):
+            if param in self._vectorised and array.data.ptr % 16:
+                raise ValueError(f"argument '{param.name}' does not start on a 16-byte boundary, but the kernel "
+                                 "copies it in vectors (pass a fresh or contiguous allocation, not an offset view)")
         kernels = self._load()
         with cuda_runtime.stream_for(arrays):
             for name, launch in self.cuda.entries:
@@ -88,6 +94,19 @@ class CudaModule:
 
     def __repr__(self):
         return f"<CudaModule {self.func.name}: {len(self.cuda.entries)} launch(es), {self.arch}>"
+
+
+def _vector_accessed(func):
+    """Global buffers a vectorised loop of func loads or stores."""
+    found = set()
+    for loop in walk_stmts(func.body):
+        if isinstance(loop, For) and loop.kind == "vectorized":
+            for store in walk_stmts(loop.body):
+                if isinstance(store, Store):
+                    found.add(store.buffer)
+                    found |= {node.tensor for node in walk(as_expr(store.value, store.buffer.dtype))
+                              if isinstance(node, Load)}
+    return {buffer for buffer in found if buffer.scope == "global"}
 
 
 def cuda_source_of(func):

@@ -27,7 +27,7 @@ import math
 from dataclasses import dataclass
 
 from flexsched import affine
-from flexsched.expr import IterVar, Load, as_expr, iter_vars_of, transform, walk
+from flexsched.expr import Binary, Const, IterVar, Load, as_expr, iter_vars_of, transform, walk
 
 from .ir import (Allocate, Barrier, Buffer, For, IfThenElse, PrimFunc, Seq, Store, flatten, loop_var, map_exprs,
                  map_stmts, seq, walk_stmts)
@@ -37,6 +37,7 @@ BLOCK_AXES = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 THREAD_AXES = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 MAX_UNROLLED_TILE_LOOP = 64   # a local buffer indexed by a longer loop stays in (slow) local memory
 SHARED_ALIGNMENT = 16         # bytes: each shared buffer starts on a float4 boundary
+VECTOR_WIDTH = 4              # elements a vectorised copy moves at once (a float4)
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ def _launch(stmt, index):
             shared.append(node.buffer)
         else:
             break
-        node = node.body
+        node = node.then_body if isinstance(node, IfThenElse) else node.body
     for loop in walk_stmts(node):
         if isinstance(loop, For) and loop.kind in BLOCK_AXES + THREAD_AXES:
             raise LoweringError(f"launch {index}: loop '{loop.var.name}' is bound to {loop.kind} below another "
@@ -390,7 +391,9 @@ def _cooperative_fetch(body, threads, shared, index):
 
 
 def _spread(stmt, linear, count, thread_ids, launch_index):
-    """A copy nest as one flat loop over its elements, thread t taking every count-th one."""
+    """A copy nest as one flat loop over its elements, thread t taking every count-th one (or
+    every count-th group of VECTOR_WIDTH elements, copied as one vector, where _vector_copy proves
+    it exact)."""
     loops, guards, node = [], [], stmt
     while True:
         if isinstance(node, For):
@@ -401,21 +404,26 @@ def _spread(stmt, linear, count, thread_ids, launch_index):
             node = node.then_body
         else:
             break
-    if not isinstance(node, Store) or any(loop.kind in THREAD_AXES for loop in loops) or \
+    if not isinstance(node, Store) or not loops or any(loop.kind in THREAD_AXES for loop in loops) or \
             _mentions(node, thread_ids) or any(_expr_mentions(cond, thread_ids) for cond in guards):
         return _Fill(stmt)  # already per thread, or not a plain nest: kept as it is
-    total = math.prod(loop.extent for loop in loops)
+    width = VECTOR_WIDTH if not guards and _vector_copy(node, loops[-1]) else 1
+    total = math.prod(loop.extent for loop in loops) // width
     steps = -(-total // count)
     step_var = loop_var(f"{node.buffer.name}.fetch{launch_index}", steps)
     flat = step_var * count + linear if steps > 1 else linear
-    env, rest = {}, total
+    lane = loop_var(f"{node.buffer.name}.lane{launch_index}", width)
+    env, rest = {}, total * width
     for loop in loops:
         rest //= loop.extent
-        value = flat // rest if rest > 1 else flat
-        env[id(loop.var)] = value % loop.extent if loop is not loops[0] else value
+        value = flat * width // rest if rest > 1 else flat * width
+        value = value % loop.extent if loop is not loops[0] else value
+        env[id(loop.var)] = value + lane if loop is loops[-1] and width > 1 else value
     substitute = _substituter(env)
     copy = Store(node.buffer, tuple(substitute(as_expr(i, "int64")) for i in node.indices),
                  substitute(as_expr(node.value, node.buffer.dtype)))
+    if width > 1:
+        copy = For(lane, width, "vectorized", copy)
     for cond in reversed(guards):
         copy = IfThenElse(substitute(cond), copy)
     if steps * count != total:
@@ -423,6 +431,46 @@ def _spread(stmt, linear, count, thread_ids, launch_index):
     if steps > 1:
         copy = For(step_var, steps, "unrolled" if steps <= 8 else "serial", copy)
     return _Fill(copy)
+
+
+def _vector_copy(store, innermost):
+    """Whether a copy's innermost loop can move VECTOR_WIDTH elements at a time: a plain load of
+    a 4-byte type, contiguous in both buffers along the loop, whose groups start on a multiple of
+    VECTOR_WIDTH elements in both for every value of the other loops (buffers themselves start on
+    16-byte boundaries: cudaMalloc's, the shared carve-out's, checked at the call for the rest)."""
+    value = store.value
+    if not isinstance(value, Load) or store.buffer.dtype not in ("float32", "int32") or \
+            value.tensor.dtype != store.buffer.dtype or innermost.extent % VECTOR_WIDTH:
+        return False
+    return all(_aligned_run(buffer, indices, innermost.var)
+               for buffer, indices in ((store.buffer, store.indices), (value.tensor, value.indices)))
+
+
+def _aligned_run(buffer, indices, var):
+    """Whether an access is contiguous along var and starts on a multiple of VECTOR_WIDTH at var = 0."""
+    flat = as_expr(0, "int64")
+    for index, extent in zip(indices, buffer.shape):
+        flat = flat * extent + as_expr(index, "int64")
+    if affine.stride(flat, var) != 1:
+        return False
+    parts = affine.split_terms(flat, {var.name})
+    if parts is None:
+        return False
+    inner, outer, constant = parts
+    return (all(coefficient == 1 and term is var for coefficient, term in inner) and constant % VECTOR_WIDTH == 0
+            and all(coefficient % VECTOR_WIDTH == 0 or _multiple_of(term, VECTOR_WIDTH) for coefficient, term in outer))
+
+
+def _multiple_of(expr, k):
+    """Whether an integer expression is a multiple of k for every value of its loops (a sound,
+    syntactic check: sums of multiples, and products with a multiple)."""
+    if isinstance(expr, Const):
+        return expr.value % k == 0
+    if isinstance(expr, Binary) and expr.op in ("+", "-"):
+        return _multiple_of(expr.a, k) and _multiple_of(expr.b, k)
+    if isinstance(expr, Binary) and expr.op == "*":
+        return _multiple_of(expr.a, k) or _multiple_of(expr.b, k)
+    return False
 
 
 def _substituter(env):

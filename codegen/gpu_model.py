@@ -52,7 +52,7 @@ class LaunchEstimate:
     limited_by: str             # what caps resident blocks: threads, registers, shared, blocks
     instructions: dict          # per thread, by class
     shared_conflict: float      # average replays per shared access (1 = none)
-    sectors_per_request: float  # average 32-byte sectors per global warp access (4 = coalesced floats)
+    coalescing: float           # distinct bytes the threads ask for over bytes the 32-byte sectors move (1 = perfect)
     l2_bytes: float
     dram_bytes: float
     cycles: dict                # per-SM cycles by limit: fp32, integer, sfu, issue, shared, latency
@@ -141,7 +141,7 @@ def _launch_estimate(name, launch, kernel, weights, device):
     mix = instruction_mix(kernel, weights)
     accesses = _memory_accesses(launch)
     conflict = _shared_conflict(accesses, launch, device)
-    sectors, l2_bytes = _global_traffic(accesses, launch, device)
+    coalescing, l2_bytes = _global_traffic(accesses, launch, device)
     dram_bytes = _dram_bytes(accesses, l2_bytes, device)
 
     blocks = launch.blocks
@@ -163,7 +163,7 @@ def _launch_estimate(name, launch, kernel, weights, device):
     seconds = max(sm_seconds, memory_seconds) + device.launch_overhead_s
     bound = "memory" if memory_seconds > sm_seconds else max(cycles, key=cycles.get)
     return LaunchEstimate(name, blocks, threads, registers, shared, per_sm, waves, limited_by,
-                          {k: round(v, 1) for k, v in mix.items()}, round(conflict, 3), round(sectors, 3),
+                          {k: round(v, 1) for k, v in mix.items()}, round(conflict, 3), round(coalescing, 3),
                           l2_bytes, dram_bytes, {k: round(v) for k, v in cycles.items()}, seconds, bound)
 
 
@@ -227,41 +227,43 @@ class _Access:
     indices: tuple
     store: bool
     count: float      # executions per thread
+    width: int = 1    # elements per thread per execution (a vectorised copy moves several)
 
 
 def _memory_accesses(launch):
     """Every global or shared access of the launch with its executions per thread."""
     found = []
 
-    def visit(stmt, count):
-        if isinstance(stmt, For):
-            inner = count if stmt.kind in BLOCK_AXES + THREAD_AXES else count * stmt.extent
-            visit(stmt.body, inner)
+    def visit(stmt, count, width):
+        if isinstance(stmt, For) and stmt.kind == "vectorized":  # one wide access per thread
+            visit(stmt.body, count, width * stmt.extent)
+        elif isinstance(stmt, For):
+            visit(stmt.body, count if stmt.kind in BLOCK_AXES + THREAD_AXES else count * stmt.extent, width)
         elif isinstance(stmt, (Allocate,)):
-            visit(stmt.body, count)
+            visit(stmt.body, count, width)
         elif isinstance(stmt, Seq):
             for part in stmt.stmts:
-                visit(part, count)
+                visit(part, count, width)
         elif isinstance(stmt, IfThenElse):
-            _loads(stmt.cond, count, found)
-            visit(stmt.then_body, count)
+            _loads(stmt.cond, count, width, found)
+            visit(stmt.then_body, count, width)
             if stmt.else_body is not None:
-                visit(stmt.else_body, count)
+                visit(stmt.else_body, count, width)
         elif isinstance(stmt, Store):
             for index in stmt.indices:
-                _loads(as_expr(index, "int64"), count, found)
-            _loads(as_expr(stmt.value, stmt.buffer.dtype), count, found)
+                _loads(as_expr(index, "int64"), count, width, found)
+            _loads(as_expr(stmt.value, stmt.buffer.dtype), count, width, found)
             if stmt.buffer.scope in ("global", "shared"):
-                found.append(_Access(stmt.buffer, tuple(stmt.indices), True, count))
+                found.append(_Access(stmt.buffer, tuple(stmt.indices), True, count, width))
 
-    visit(launch.stmt, 1.0)
+    visit(launch.stmt, 1.0, 1)
     return found
 
 
-def _loads(expr, count, found):
+def _loads(expr, count, width, found):
     for node in walk(expr):
         if isinstance(node, Load) and node.tensor.scope in ("global", "shared"):
-            found.append(_Access(node.tensor, node.indices, False, count))
+            found.append(_Access(node.tensor, node.indices, False, count, width))
 
 
 def _first_warp(launch, device):
@@ -321,30 +323,41 @@ def _shared_conflict(accesses, launch, device):
         if access.buffer.scope != "shared":
             continue
         flat = _addresses(access, env, lanes)
-        words = np.unique(flat * _item_size(access.buffer.dtype) // 4) if flat is not None else None
-        degree = 1 if words is None else max(np.bincount(words % device.shared_banks).max(), 1)
+        degree = 1 if flat is None else _bank_replays(flat, access, device)
         total += access.count
         weighted += access.count * degree
     return weighted / total if total else 1.0
 
 
+def _bank_replays(flat, access, device):
+    """Replays of one warp access: the most distinct 4-byte words one bank must serve, over the
+    words each lane moves (a 16-byte access is served a quarter of the warp at a time)."""
+    words_per_lane = max(1, access.width * _item_size(access.buffer.dtype) // 4)
+    first = flat * _item_size(access.buffer.dtype) // 4
+    words = np.unique(np.concatenate([first + k for k in range(words_per_lane)]))
+    busiest = np.bincount(words % device.shared_banks).max()
+    return max(1, -(-int(busiest) // words_per_lane))
+
+
 def _global_traffic(accesses, launch, device):
-    """(average sectors per warp access, L2 bytes of the whole launch) of its global accesses."""
+    """(distinct bytes asked for over bytes moved, L2 bytes of the whole launch) of its global
+    accesses: each warp access moves the 32-byte sectors its lanes' elements fall in."""
     env, lanes = _first_warp(launch, device)
     warps = launch.blocks * -(-launch.threads // device.warp_size)
-    requests = sectors_total = 0.0
+    used = moved = 0.0
     for access in accesses:
         if access.buffer.scope != "global":
             continue
+        item = _item_size(access.buffer.dtype)
         flat = _addresses(access, env, lanes)
-        if flat is None:
-            sectors = lanes   # data-dependent: one sector per lane
-        else:
-            sectors = len(np.unique(flat * _item_size(access.buffer.dtype) // SECTOR_BYTES))
-        requests += access.count
-        sectors_total += access.count * sectors
-    average = sectors_total / requests if requests else 0.0
-    return average, sectors_total * SECTOR_BYTES * warps
+        if flat is None:   # data-dependent: one sector per lane
+            sectors, asked = lanes, lanes * access.width * item
+        else:   # elements of a lane's vector are contiguous from its address
+            elements = np.unique(np.concatenate([flat + k for k in range(access.width)]))
+            sectors, asked = len(np.unique(elements * item // SECTOR_BYTES)), len(elements) * item
+        used += access.count * asked
+        moved += access.count * sectors * SECTOR_BYTES
+    return (used / moved if moved else 1.0), moved * warps
 
 
 def _dram_bytes(accesses, l2_bytes, device):

@@ -1,0 +1,16 @@
+"""GPU back-end tests: compiling needs nvcc (CUDA's compiler, no GPU); running needs a GPU and cupy.
+
+Each test says which by its marker, and is skipped, saying why, where that is missing."""
+
+import pytest
+
+from codegen.cuda_runtime import unavailable_reason
+from codegen.nvcc import find_nvcc
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.get_closest_marker("nvcc") and find_nvcc() is None:
+            item.add_marker(pytest.mark.skip(reason="nvcc is not installed"))
+        if item.get_closest_marker("gpu") and unavailable_reason():
+            item.add_marker(pytest.mark.skip(reason=unavailable_reason()))
