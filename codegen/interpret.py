@@ -32,6 +32,8 @@ BLOCK_LOOPS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 THREAD_LOOPS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 # Global-memory identities are block * _THREAD_SPAN + thread: blocks never exceed 2**39 here.
 _THREAD_SPAN = 1 << 24
+# Most lanes a sequential loop run as lanes may create (beyond it, its iterations run one by one).
+_MAX_LANES = 1 << 14
 
 
 class InterpretError(FlexschedError, RuntimeError):
@@ -148,7 +150,7 @@ class _Lanes:
     descends from at each lane level (which selects its instance of local and shared buffers)."""
 
     __slots__ = ("machine", "n", "vars", "block", "thread", "levels", "sizes", "block_level",
-                 "block_stride", "thread_stride", "block_threads", "launch")
+                 "block_stride", "thread_stride", "block_threads", "launch", "speculations")
 
     @classmethod
     def root(cls, machine):
@@ -159,6 +161,7 @@ class _Lanes:
         lanes.block_stride = lanes.thread_stride = 1
         lanes.block_threads = None   # threads per block at this level (None: no thread loop yet)
         lanes.launch = None
+        lanes.speculations = ()      # sequential loops running as lanes, outermost first
         return lanes
 
     def _copy(self):
@@ -188,13 +191,13 @@ class _Lanes:
         new.levels = tuple(_gather(level, parent) for level in self.levels) + (np.arange(count, dtype=np.int64),)
         new.sizes = self.sizes + (count,)
         new.block, new.thread = _gather(self.block, parent), _gather(self.thread, parent)
-        # Linear ids as CUDA numbers them: x fastest.
+        # Linear ids as CUDA numbers them: x fastest. Sequential loops run as lanes add a level only.
         if kind in BLOCK_LOOPS:
             new.block = new.block + self.block_stride * offset
             new.block_stride = self.block_stride * extent
             new.block_level = len(new.levels) - 1
             new.block_threads = None
-        else:
+        elif kind in THREAD_LOOPS:
             new.thread = new.thread + self.thread_stride * offset
             new.thread_stride = self.thread_stride * extent
             new.block_threads = np.bincount(new.lane_array(new.levels[new.block_level]),
@@ -268,11 +271,82 @@ def _compile_for(loop):
 
     def sequential(lanes):
         env = lanes.vars
-        for value in values:
-            env[key] = value
-            body(lanes)
-        env.pop(key, None)  # the variable is out of scope after its loop
-    return sequential
+        try:
+            for value in values:
+                env[key] = value
+                body(lanes)
+        finally:
+            env.pop(key, None)  # the variable is out of scope after its loop
+    written = {id(s.buffer) for s in walk_stmts(loop.body) if isinstance(s, Store)}
+    gpu = any(isinstance(s, For) and (s.kind in BLOCK_LOOPS or s.kind in THREAD_LOOPS) for s in walk_stmts(loop.body))
+    if extent < 2 or not written or gpu:
+        return sequential
+    return _speculative(var, extent, kind, body, written, sequential)
+
+
+def _speculative(var, extent, kind, body, written, sequential):
+    """A sequential loop outside GPU launches, run with its iterations as lanes while that
+    cannot be told from running them in order, and in order from the first time it could.
+
+    Lock-step lanes compute what the loop computes exactly when no iteration touches an element
+    another iteration writes; the speculation's phase logs check that on every access. A loop
+    caught once (a reduction loop, typically) runs in order from then on, after its memory is
+    restored; an error inside is replayed in order, so it is reported as the loop would raise it.
+    """
+    as_lanes = [True]
+
+    def speculative(lanes):
+        if not as_lanes[0] or lanes.launch is not None or lanes.n * extent > _MAX_LANES:
+            return sequential(lanes)
+        mem = lanes.machine.mem
+        saved = [(mem[key], mem[key].data.copy()) for key in written if key in mem]
+        speculation = _Speculation(len(lanes.levels), written)
+        inner = lanes.expand(var, extent, kind)
+        inner.speculations = lanes.speculations + (speculation,)
+        try:
+            body(inner)
+            return None
+        except _Misspeculation as missed:
+            if missed.speculation is not speculation:
+                raise  # an outer one failed: it restores everything
+        except InterpretError:
+            if lanes.speculations:
+                raise  # the outermost speculation replays it
+        for storage, data in saved:
+            storage.data[...] = data
+        as_lanes[0] = False
+        return sequential(lanes)
+    return speculative
+
+
+class _Speculation:
+    """Who touched what, per iteration of a sequential loop run as lanes."""
+
+    __slots__ = ("level", "written", "logs")
+
+    def __init__(self, level, written):
+        self.level = level       # the lane level of its iterations
+        self.written = written   # ids of the buffers its body stores to: only they can conflict
+        self.logs = {}           # id(_Storage) -> PhaseLog
+
+    def check(self, storage, lanes, keys, writes):
+        """Record an access; raise _Misspeculation where iterations would see each other."""
+        if id(storage.buffer) not in self.written or (storage.level is not None and storage.level >= self.level):
+            return  # read-only in the loop, or private to each iteration
+        log = self.logs.get(id(storage))
+        if log is None:
+            log = self.logs[id(storage)] = PhaseLog(storage.data.size)
+        who, keys = lanes.lane_array(lanes.levels[self.level]), lanes.lane_array(keys)
+        if (log.write if writes else log.read)(keys, who) is not None:
+            raise _Misspeculation(self)
+
+
+class _Misspeculation(Exception):
+    """Iterations of a speculation touched one element: the loop must run in order."""
+
+    def __init__(self, speculation):
+        super().__init__()
+        self.speculation = speculation
 
 
 def _compile_if(stmt):
@@ -309,11 +383,13 @@ def _compile_allocate(stmt):
         mem = lanes.machine.mem
         outer = mem.get(key)
         mem[key] = _Storage(buffer, data, level, log)
-        body(lanes)
-        if outer is None:
-            del mem[key]
-        else:
-            mem[key] = outer
+        try:
+            body(lanes)
+        finally:
+            if outer is None:
+                del mem[key]
+            else:
+                mem[key] = outer
     return allocate
 
 
@@ -347,6 +423,8 @@ def _compile_store(stmt):
         storage = lookup(lanes)
         keys = _keys(storage, lanes, [index(lanes) for index in indices], "store to")
         value = value_of(lanes)
+        for speculation in lanes.speculations:
+            speculation.check(storage, lanes, keys, True)
         log = _log(storage, lanes)
         if log is not None:
             keys = lanes.lane_array(keys)
@@ -510,6 +588,8 @@ def _compile_load(expr):
     def load(lanes):
         storage = lookup(lanes)
         keys = _keys(storage, lanes, [index(lanes) for index in indices], "load from")
+        for speculation in lanes.speculations:
+            speculation.check(storage, lanes, keys, False)
         log = _log(storage, lanes)
         if log is not None:
             keys = lanes.lane_array(keys)
