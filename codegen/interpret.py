@@ -150,7 +150,7 @@ class _Lanes:
     descends from at each lane level (which selects its instance of local and shared buffers)."""
 
     __slots__ = ("machine", "n", "vars", "block", "thread", "levels", "sizes", "block_level",
-                 "block_stride", "thread_stride", "block_threads", "launch", "speculations")
+                 "block_stride", "thread_stride", "launch", "speculations")
 
     @classmethod
     def root(cls, machine):
@@ -158,8 +158,7 @@ class _Lanes:
         lanes.machine, lanes.n, lanes.vars = machine, 1, {}
         lanes.block = lanes.thread = np.int64(0)
         lanes.levels, lanes.sizes, lanes.block_level = (np.int64(0),), (1,), 0
-        lanes.block_stride = lanes.thread_stride = 1
-        lanes.block_threads = None   # threads per block at this level (None: no thread loop yet)
+        lanes.block_stride = lanes.thread_stride = 1   # blocks in the grid, threads in a block
         lanes.launch = None
         lanes.speculations = ()      # sequential loops running as lanes, outermost first
         return lanes
@@ -196,12 +195,9 @@ class _Lanes:
             new.block = new.block + self.block_stride * offset
             new.block_stride = self.block_stride * extent
             new.block_level = len(new.levels) - 1
-            new.block_threads = None
         elif kind in THREAD_LOOPS:
             new.thread = new.thread + self.thread_stride * offset
             new.thread_stride = self.thread_stride * extent
-            new.block_threads = np.bincount(new.lane_array(new.levels[new.block_level]),
-                                            minlength=new.sizes[new.block_level])
         return new
 
     def lane_array(self, value):
@@ -398,15 +394,15 @@ def _barrier(lanes):
     if launch is None:
         return  # sequential code has nothing to synchronise
     launch.barriers += 1
-    blocks = np.bincount(lanes.lane_array(lanes.levels[lanes.block_level]), minlength=lanes.sizes[lanes.block_level])
-    if lanes.machine.check and lanes.block_threads is not None:
-        partial = (blocks > 0) & (blocks != lanes.block_threads)
+    rows = lanes.lane_array(lanes.levels[lanes.block_level])
+    blocks = np.bincount(rows, minlength=lanes.sizes[lanes.block_level])  # threads here, per block
+    if lanes.machine.check:
+        partial = (blocks > 0) & (blocks != lanes.thread_stride)
         if partial.any():
             row = int(np.argmax(partial))
-            lane = int(np.argmax(lanes.lane_array(lanes.levels[lanes.block_level]) == row))
-            raise InterpretError(
-                f"barrier reached by {blocks[row]} of {lanes.block_threads[row]} threads of block "
-                f"{int(lanes.lane_array(lanes.block)[lane])}: it sits under a condition that depends on the thread")
+            block = int(lanes.lane_array(lanes.block)[int(np.argmax(rows == row))])
+            raise InterpretError(f"barrier reached by {blocks[row]} of {lanes.thread_stride} threads of block "
+                                 f"{block}: it sits under a condition that depends on the thread")
     reached = np.flatnonzero(blocks)
     for storage in lanes.machine.mem.values():
         if storage.log is not None:  # a shared buffer: its blocks that synchronised start a new phase
@@ -525,10 +521,11 @@ def _race_message(storage, lanes, keys, conflict):
         other = "thread {1} of block {0}".format(*divmod(conflict.other, _THREAD_SPAN))
         place = f"global buffer '{buffer.name}' element {element}"
         when = "in the same launch"
+    if conflict.kind == "same store":
+        return f"race on {place}: {me} and {other} write it in the same store"
     what = {"read after write": f"{me} reads what {other} wrote",
             "write after write": f"{me} writes what {other} wrote",
-            "write after read": f"{me} writes what {other} read",
-            "same store": f"{me} and {other} write it in the same store"}[conflict.kind]
+            "write after read": f"{me} writes what {other} read"}[conflict.kind]
     return f"race on {place}: {what} {when}"
 
 
