@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-import codegen.interpret as interpret
+from codegen import interpret
 import flexsched as fs
 from analysis import analyze
 from codegen.interpret import InterpretError, LaunchReport, run
@@ -280,8 +280,8 @@ def shift_kernel(separate_launches):
         b, t = loop_var("b", 4), loop_var("t", 4)
         return For(b, 4, "blockIdx.x", For(t, 4, "threadIdx.x", body_of(b * 4 + t)))
 
-    double = lambda i: store(Y, (i,), load(X, i) * 2.0)  # noqa: E731
-    shift = lambda i: store(Z, (i,), select(i < 15, load(Y, i + 1), 0.0))  # noqa: E731
+    double = lambda i: store(Y, (i,), load(X, i) * 2.0)
+    shift = lambda i: store(Z, (i,), select(i < 15, load(Y, i + 1), 0.0))
     if separate_launches:
         return PrimFunc("shift", (X, Y, Z), seq(launch(double), launch(shift)))
     return PrimFunc("shift", (X, Y, Z), launch(lambda i: seq(double(i), shift(i))))
