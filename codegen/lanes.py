@@ -53,7 +53,7 @@ class Launch:
 class Lanes:
     """The active lanes of a statement."""
 
-    __slots__ = ("machine", "n", "vars", "block", "thread", "levels", "sizes", "block_level",
+    __slots__ = ("machine", "n", "vars", "block", "thread", "levels", "sizes", "block_level", "thread_level",
                  "block_stride", "thread_stride", "launch", "speculations")
 
     @classmethod
@@ -66,6 +66,7 @@ class Lanes:
         lanes.levels = (np.int64(0),)                  # per level: the lane's ancestor there
         lanes.sizes = (1,)                             # per level: how many lanes it made
         lanes.block_level = 0                          # the level whose lanes are blocks
+        lanes.thread_level = 0                         # the level of the innermost thread loop
         lanes.block_stride = lanes.thread_stride = 1   # blocks in the grid, threads in a block
         lanes.launch = None
         lanes.speculations = ()                        # sequential loops run as lanes, outermost first
@@ -106,6 +107,7 @@ class Lanes:
         elif kind in THREAD_LOOPS:
             new.thread = new.thread + self.thread_stride * offset
             new.thread_stride = self.thread_stride * extent
+            new.thread_level = len(new.levels) - 1
         return new
 
     def per_lane(self, value):
@@ -211,6 +213,11 @@ def touch(storage, lanes, keys, writes):
     speculations it runs under (interpret.py) when their iterations would see each other."""
     for speculation in lanes.speculations:
         speculation.check(storage, lanes, keys, writes)
+    if writes and storage.buffer.scope == "local" and storage.level is not None \
+            and storage.level < lanes.thread_level:
+        # On a GPU each thread has its own copy; one copy here would let threads see each other's.
+        raise InterpretError(f"local buffer '{storage.buffer.name}' is written by threads of a loop it is "
+                             f"allocated outside of: allocate it inside the thread loop")
     log = _race_log(storage, lanes)
     if log is None:
         return

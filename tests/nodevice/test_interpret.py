@@ -280,8 +280,12 @@ def shift_kernel(separate_launches):
         b, t = loop_var("b", 4), loop_var("t", 4)
         return For(b, 4, "blockIdx.x", For(t, 4, "threadIdx.x", body_of(b * 4 + t)))
 
-    double = lambda i: store(Y, (i,), load(X, i) * 2.0)
-    shift = lambda i: store(Z, (i,), select(i < 15, load(Y, i + 1), 0.0))
+    def double(i):
+        return store(Y, (i,), load(X, i) * 2.0)
+
+    def shift(i):
+        return store(Z, (i,), select(i < 15, load(Y, i + 1), 0.0))
+
     if separate_launches:
         return PrimFunc("shift", (X, Y, Z), seq(launch(double), launch(shift)))
     return PrimFunc("shift", (X, Y, Z), launch(lambda i: seq(double(i), shift(i))))
@@ -299,6 +303,40 @@ def test_reading_another_blocks_write_in_one_launch_races():
     message = error_of(shift_kernel(separate_launches=False), arrays)
     assert message == ("race on global buffer 'Y' element (1): thread 0 of block 0 reads what thread 1 "
                        "of block 0 wrote in the same launch")
+
+
+def tree_sum(barrier_between_steps=True):
+    """O[b] = sum of X[8 b : 8 b + 8]: halving steps over shared memory, threads below the
+    stride adding, a barrier after each step."""
+    X, O = Buffer("X", (24,), "float32"), Buffer("O", (3,), "float32")
+    S = Buffer("S", (8,), "float32", "shared")
+    b, t = loop_var("b", 3), loop_var("t", 8)
+    steps = [seq(IfThenElse(t < stride, store(S, (t,), load(S, t) + load(S, t + stride))),
+                 Barrier() if barrier_between_steps else None) for stride in (4, 2, 1)]
+    body = seq(store(S, (t,), load(X, b * 8 + t)), Barrier(), *steps, IfThenElse(t == 0, store(O, (b,), load(S, 0))))
+    return PrimFunc("tree_sum", (X, O), For(b, 3, "blockIdx.x", Allocate(S, For(t, 8, "threadIdx.x", body))))
+
+
+def test_tree_reduction_in_shared_memory_matches_numpy():
+    x, out = np.arange(24, dtype="float32"), np.empty(3, "float32")
+    report = run(tree_sum(), [x, out])
+    np.testing.assert_array_equal(out, x.reshape(3, 8).sum(axis=1))
+    assert report.launches == (LaunchReport(blocks=3, threads=8, barriers=4),)
+
+
+def test_tree_reduction_without_barriers_between_steps_races():
+    message = error_of(tree_sum(barrier_between_steps=False), [np.arange(24, dtype="float32"), np.empty(3, "float32")])
+    assert message == ("race on shared buffer 'S' element (2) in block 0: thread 0 reads what thread 2 wrote "
+                       "with no barrier between them")
+
+
+def test_a_local_buffer_allocated_outside_the_threads_that_write_it_is_refused():
+    O = Buffer("O", (4,), "float32")
+    acc = Buffer("acc", (1,), "float32", "local")
+    b, t = loop_var("b", 1), loop_var("t", 4)
+    body = seq(store(acc, (0,), t.astype("float32")), store(O, (t,), load(acc, 0)))
+    func = PrimFunc("private", (O,), For(b, 1, "blockIdx.x", Allocate(acc, For(t, 4, "threadIdx.x", body))))
+    assert "local buffer 'acc' is written by threads" in error_of(func, [np.empty(4, "float32")])
 
 
 def test_vthreads_belong_to_their_thread():
