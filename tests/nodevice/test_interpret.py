@@ -4,13 +4,14 @@ what a kernel must not do (out-of-bounds, out-of-scope, bad arguments) fails wit
 naming the buffer or loop at fault."""
 
 import math
+import re
 
 import numpy as np
 import pytest
 
-from codegen import interpret
 import flexsched as fs
 from analysis import analyze
+from codegen import interpret
 from codegen.interpret import InterpretError, LaunchReport, run
 from codegen.ir import Allocate, Barrier, Buffer, For, IfThenElse, PrimFunc, Store, loop_var, seq
 from codegen.legalize import legalize
@@ -48,9 +49,9 @@ def store(buffer, indices, value):
 
 # ---------------------------------------------------------------- CPU-style kernels
 
-def run_lowered(task, point_schedule, inputs):
+def run_lowered(task, schedule, inputs):
     """Outputs of the task's kernel under a schedule, interpreted."""
-    func = legalize(lower(task, point_schedule.apply(analyze(task))).func)
+    func = legalize(lower(task, schedule.apply(analyze(task))).func)
     outputs = [np.empty(b.shape, b.dtype) for b in func.params[len(inputs):]]
     report = run(func, [*inputs, *outputs])
     assert report.launches == ()
@@ -239,8 +240,8 @@ def test_missing_barrier_after_the_fill_is_a_read_before_the_barrier():
 
 def test_missing_barrier_before_the_refill_is_a_write_over_another_threads_read():
     message = error_of(tiled_matmul(barrier_before=False), matmul_arrays())
-    assert "race on shared buffer 'A_shared'" in message and "writes what thread" in message
-    assert "read" in message.split("writes what")[1]
+    assert re.fullmatch(r"race on shared buffer 'A_shared' element \(\d+, \d+\) in block \d+: thread \d+ writes "
+                        r"what thread \d+ read with no barrier between them", message)
 
 
 def test_every_thread_filling_the_whole_tile_is_a_write_write_race():
@@ -337,6 +338,16 @@ def test_a_local_buffer_allocated_outside_the_threads_that_write_it_is_refused()
     body = seq(store(acc, (0,), t.astype("float32")), store(O, (t,), load(acc, 0)))
     func = PrimFunc("private", (O,), For(b, 1, "blockIdx.x", Allocate(acc, For(t, 4, "threadIdx.x", body))))
     assert "local buffer 'acc' is written by threads" in error_of(func, [np.empty(4, "float32")])
+
+
+def test_writing_what_another_thread_wrote_races():
+    """O[t] = 1, then O[t + 1 wrapping] = 2: the second store overwrites a neighbour's element."""
+    O = Buffer("O", (4,), "float32")
+    t = loop_var("t", 4)
+    body = seq(store(O, (t,), 1.0), store(O, ((t + 1) % 4,), 2.0))
+    message = error_of(PrimFunc("overwrite", (O,), For(t, 4, "threadIdx.x", body)), [np.empty(4, "float32")])
+    assert message == ("race on global buffer 'O' element (1): thread 0 of block 0 writes what thread 1 "
+                       "of block 0 wrote in the same launch")
 
 
 def test_vthreads_belong_to_their_thread():
