@@ -21,7 +21,7 @@ import numpy as np
 from .ir import LOOP_KINDS, Allocate, Barrier, For, IfThenElse, PrimFunc, Seq, Store, walk_stmts
 from .lane_exprs import compile_expr
 from .lanes import (BLOCK_LOOPS, THREAD_LOOPS, InterpretError, Lanes, Launch, Machine, Storage, allocate,
-                    element_keys, split, storage_lookup, touch)
+                    element_keys, splitter, storage_lookup, touch)
 from .races import PhaseLog
 
 __all__ = ["InterpretError", "LaunchReport", "RunReport", "run"]
@@ -215,6 +215,7 @@ def _compile_if(stmt):
     cond = compile_expr(stmt.cond)
     then_body = _compile_stmt(stmt.then_body)
     else_body = _compile_stmt(stmt.else_body) if stmt.else_body is not None else None
+    split = splitter()
 
     def branch(lanes):
         taken = cond(lanes)

@@ -37,6 +37,23 @@ class Machine:
         self.check = check     # look for races and divergent barriers
         self.mem = {}          # id(Buffer) -> Storage, for buffers in scope
         self.launches = []     # LaunchReports
+        self._gathered = {}
+
+    def gather(self, value, picked):
+        """value[picked] for a lane array (a scalar as it is), the same array object again for
+        the same two arrays: a subset taken again on the same positions (splitter) gives the lane
+        arrays it gave before, and expressions memoised over them stay valid."""
+        if not isinstance(value, np.ndarray):
+            return value
+        key = (id(value), id(picked))
+        known = self._gathered.get(key)
+        if known is not None and known[0] is value and known[1] is picked:
+            return known[2]
+        if len(self._gathered) >= 4096:  # keeps the arrays it names alive, so no id is reused
+            self._gathered.clear()
+        result = value[picked]
+        self._gathered[key] = (value, picked, result)
+        return result
 
 
 class Launch:
@@ -80,11 +97,12 @@ class Lanes:
 
     def subset(self, picked):
         """The lanes at positions `picked` (an index array)."""
+        gather = self.machine.gather
         new = self._copy()
         new.n = len(picked)
-        new.vars = {key: _gather(value, picked) for key, value in self.vars.items()}
-        new.block, new.thread = _gather(self.block, picked), _gather(self.thread, picked)
-        new.levels = tuple(_gather(level, picked) for level in self.levels)
+        new.vars = {key: gather(value, picked) for key, value in self.vars.items()}
+        new.block, new.thread = gather(self.block, picked), gather(self.thread, picked)
+        new.levels = tuple(gather(level, picked) for level in self.levels)
         return new
 
     def expand(self, var, extent, kind):
@@ -125,9 +143,22 @@ def _gather(value, picked):
     return value[picked] if isinstance(value, np.ndarray) else value
 
 
-def split(mask):
-    """Positions where a per-lane condition holds and where it does not."""
-    return np.flatnonzero(mask), np.flatnonzero(~mask)
+def splitter():
+    """A function giving the positions where a per-lane condition holds and where it does not:
+    the same position arrays again for a condition of the same value (a guard on an inner loop's
+    variable takes a few values over and over), so subsets and what is memoised over them are
+    reused."""
+    seen = {}
+
+    def split(mask):
+        key = mask.tobytes()
+        positions = seen.get(key)
+        if positions is None:
+            if len(seen) >= 16:
+                seen.clear()
+            positions = seen[key] = (np.flatnonzero(mask), np.flatnonzero(~mask))
+        return positions
+    return split
 
 
 # ---------------------------------------------------------------- memory
