@@ -1,11 +1,11 @@
 """Expressions evaluated for every active lane at once, with C's evaluation of conditionals.
 
 An expression compiles to a function of the Lanes giving a scalar where every lane agrees and
-an array of one value per lane otherwise. Select runs each side only on the lanes that take it
-and & / | run their right side only where the left does not decide (C's ?:, && and ||), so
-padding such as select(h >= 1, I[h - 1], 0) never reads out of bounds. Arithmetic is the DSL's
-own (flexsched.numpy_expr): integers as int64 where a loop variable is involved, floats pinned
-to their dtype.
+an array of one value per lane otherwise. A select's side that reads memory runs only on the
+lanes that take it, and so does the right side of & / | where the left decides (C's ?:, && and
+||): padding such as select(h >= 1, I[h - 1], 0) never reads out of bounds. (Sides that read no
+memory cannot fault, and run on every lane.) Arithmetic is the DSL's own (flexsched.numpy_expr):
+integers as int64 where a loop variable is involved, floats pinned to their dtype.
 
 A pure part of an expression (no loads) is recomputed only when its loop variables change:
 index arithmetic of block and thread ids, guards and padding conditions are mostly invariant in
