@@ -1,6 +1,6 @@
-"""GPU back-end tests: compiling needs nvcc (CUDA's compiler, no GPU); running needs a GPU and cupy.
-
-Each test says which by its marker, and is skipped, saying why, where that is missing."""
+"""GPU back-end tests. Lowering and emulation need nothing; compiling needs nvcc (CUDA's compiler,
+no GPU, marker `nvcc`); running kernels needs a GPU and cupy (marker `gpu`). A test whose need is
+missing is skipped, saying why."""
 
 import pytest
 
