@@ -89,6 +89,9 @@ class Kernel:
         """Write lib<name>.so with a plain C function and <name>.h; returns (library, header)."""
         from .export import save_shared_library
 
+        if self.backend.kind != "cpu":
+            raise ValueError(f"save() writes a CPU shared library; a {self.target.name} kernel's code is in "
+                             "kernel.source")
         return save_shared_library(self, directory, name)
 
 

@@ -78,6 +78,17 @@ def resumed_history(path, task, target, space, judged_by=None):
     return history
 
 
+def _has_back_end(target):
+    """Whether some back end builds kernels for the target's kind (FPGA designs have none here)."""
+    from codegen.backend import BackendError, backend_for
+
+    try:
+        backend_for(target)
+    except BackendError:
+        return False
+    return True
+
+
 def build_best(path, task=None, target="llvm"):
     """The kernel of the best record in a file, built without searching (of `task` if given)."""
     from analysis import analyze
@@ -151,7 +162,7 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
         raise ExplorationError(f"no point of {task} succeeded in {len(history)} trials")
     schedule = space.schedule(best.point)
     kernel = None
-    if build_kernel and target.kind in ("cpu", "gpu"):
+    if build_kernel and _has_back_end(target):
         from codegen.kernel import build
 
         kernel = build(task, schedule, target)
