@@ -11,10 +11,11 @@ Per launch:
 - shared-memory bank conflicts and global-memory coalescing from the loop IR: each access's
   addresses evaluated for the 32 threads of the first warp give the bank replays and the 32-byte
   sectors a warp instruction touches;
-- time: the busiest SM's blocks times the slowest pipe (FP32, integer, SFU, issue, shared), or the
-  latency a block cannot hide (dependent FMA chains over the register tile, one memory round
-  trip per barrier phase) when too few warps are resident, whichever is longer; the L2 and DRAM
-  traffic over their bandwidths; plus a launch overhead.
+- time: the busiest SM's blocks times the slowest pipe (FP32, integer, SFU, issue, shared), or
+  its blocks' latency in rounds of the resident ones (a block's warps issue one instruction a
+  cycle, wait out dependent FMA chains over the register tile and one memory round trip per
+  barrier phase), whichever is longer; the L2 and DRAM traffic over the bandwidth of the SMs
+  in use; plus a launch overhead.
 The figures are the model's, not measurements: rank correlation with real timings is what it is
 for, and it has to be checked on a GPU (experiments/gpu_benchmark.py).
 """
@@ -157,9 +158,11 @@ def _launch_estimate(name, launch, kernel, weights, device):
         "shared": warps * (mix["shared"] * conflict + spills),
     }
     cycles = {pipe: busiest * value for pipe, value in pipes.items()}
-    cycles["latency"] = -(-busiest // resident) * _block_latency(mix, launch, device, resident * warps)
+    # resident blocks overlap; the busiest SM runs its blocks in ceil(busiest / resident) rounds
+    cycles["latency"] = -(-busiest // resident) * _block_latency(mix, launch, device)
     sm_seconds = max(cycles.values()) / (device.clock_mhz * 1e6)
-    memory_seconds = max(l2_bytes / (device.l2_gbps * 1e9), dram_bytes / (device.memory_gbps * 1e9))
+    active = min(1.0, blocks / device.sms)   # bandwidth comes with the SMs that ask for it
+    memory_seconds = max(l2_bytes / (device.l2_gbps * 1e9 * active), dram_bytes / (device.memory_gbps * 1e9 * active))
     seconds = max(sm_seconds, memory_seconds) + device.launch_overhead_s
     bound = "memory" if memory_seconds > sm_seconds else max(cycles, key=cycles.get)
     return LaunchEstimate(name, blocks, threads, registers, shared, per_sm, waves, limited_by,
@@ -185,17 +188,15 @@ def _resident_blocks(warps, registers, shared, device, name):
     return limits[limited_by], limited_by
 
 
-def _block_latency(mix, launch, device, resident_warps):
-    """Cycles one block needs when nothing overlaps it: its dependent FMA chains (one per register
-    accumulator), its instructions issued one per cycle per warp, and a memory round trip in every
-    barrier phase; resident warps beyond one per scheduler hide the chains' latency."""
+def _block_latency(mix, launch, device):
+    """Cycles one block takes start to end with nothing else in its way: a warp issues at most one
+    instruction a cycle and waits out its dependent FMA chains (one chain per register
+    accumulator), and every barrier phase, plus the final stores, waits one memory round trip."""
     accumulators = max(1, _register_tile(launch.stmt))
     chains = mix["fp32"] * device.fma_latency_cycles / accumulators
-    issue = sum(mix.values())
-    phases = mix["barrier"] / 2 if mix["barrier"] else (1 if mix["global_load"] else 0)
-    memory = phases * (device.global_latency_cycles + device.shared_latency_cycles)
-    hiding = max(1.0, resident_warps / 4)
-    return max(issue, chains / hiding) + memory / hiding ** 0.5
+    phases = mix["barrier"] / 2 if mix["barrier"] else 0
+    memory = (phases + 1) * (device.global_latency_cycles + device.shared_latency_cycles * bool(phases))
+    return max(sum(mix.values()), chains) + memory
 
 
 def _register_tile(stmt):
