@@ -12,17 +12,9 @@ from codegen.kernel import build
 from flexsched.registry import get_task
 from space import generate
 
-pytestmark = pytest.mark.cpu
+from cases import SHAPES, LocalTask
 
-# Small shapes with the features that stress lowering: strides, padding, dilation, groups,
-# awkward (prime) extents, several nodes.
-SHAPES = {
-    "GMV": (37, 24), "GMM": (20, 33, 17), "BIL": (5, 6, 7, 3), "C1D": (1, 5, 19, 6, 3, 2, 1),
-    "T1D": (1, 4, 9, 5, 3, 2, 1), "C2D": (1, 3, 11, 9, 8, 3, 2, 1), "T2D": (1, 3, 5, 6, 4, 3, 2, 1),
-    "C3D": (1, 2, 5, 6, 5, 3, 3, 1, 1), "T3D": (1, 2, 3, 4, 3, 2, 2, 2, 0), "GRP": (1, 8, 7, 7, 8, 3, 1, 1, 4),
-    "DEP": (1, 3, 9, 9, 2, 3, 2, 1), "DIL": (1, 3, 10, 10, 4, 3, 1, 2, 2), "BCM": (24, 16, 4),
-    "SHO": (1, 7, 6, 20, 3),
-}
+pytestmark = pytest.mark.cpu
 
 
 def assert_matches_reference(task, kernel, seed=0):
@@ -62,23 +54,7 @@ def test_the_naive_schedule_runs():
 def _task(name, outputs_fn):
     """A minimal Task-like object for a computation built in the test."""
     inputs, outputs = outputs_fn()
-    return _LocalTask(name, inputs, outputs)
-
-
-class _LocalTask:
-    def __init__(self, name, inputs, outputs):
-        self.name, self.inputs, self.outputs = name, tuple(inputs), tuple(outputs)
-        self.tensors = self.inputs + self.outputs
-
-    def random_inputs(self, seed=0):
-        rng = np.random.default_rng(seed)
-        return [rng.uniform(-1, 1, t.shape).astype(t.dtype) for t in self.inputs]
-
-    def evaluate(self, *arrays):
-        return fs.evaluate(list(self.outputs), dict(zip(self.inputs, arrays)))
-
-    def __str__(self):
-        return self.name
+    return LocalTask(name, inputs, outputs)
 
 
 def matmul_relu():

@@ -20,15 +20,7 @@ from flexsched.expr import Load, as_expr, select
 from flexsched.registry import get_task
 from space import generate
 
-# The shapes of tests/cpu/test_space_runs.py: strides, padding, dilation, groups, prime extents.
-SHAPES = {
-    "GMV": (37, 24), "GMM": (20, 33, 17), "BIL": (5, 6, 7, 3), "C1D": (1, 5, 19, 6, 3, 2, 1),
-    "T1D": (1, 4, 9, 5, 3, 2, 1), "C2D": (1, 3, 11, 9, 8, 3, 2, 1), "T2D": (1, 3, 5, 6, 4, 3, 2, 1),
-    "C3D": (1, 2, 5, 6, 5, 3, 3, 1, 1), "T3D": (1, 2, 3, 4, 3, 2, 2, 2, 0), "GRP": (1, 8, 7, 7, 8, 3, 1, 1, 4),
-    "DEP": (1, 3, 9, 9, 2, 3, 2, 1), "DIL": (1, 3, 10, 10, 4, 3, 1, 2, 2), "BCM": (24, 16, 4),
-    "SHO": (1, 7, 6, 20, 3),
-}
-
+from cases import SHAPES, LocalTask
 
 def error_of(func, arrays, check=True):
     """The one-line message run() fails with."""
@@ -92,20 +84,6 @@ def test_loops_run_in_order_give_the_same_bits(name, monkeypatch):
     in_order = run_lowered(task, schedule, inputs)
     for a, b in zip(as_lanes, in_order):
         np.testing.assert_array_equal(a, b)
-
-
-class LocalTask:
-    """A computation built in the test: nothing in the interpreter depends on the library."""
-
-    def __init__(self, name, inputs, outputs):
-        self.name, self.inputs, self.outputs = name, tuple(inputs), tuple(outputs)
-        self.tensors = self.inputs + self.outputs
-
-    def evaluate(self, *arrays):
-        return fs.evaluate(list(self.outputs), dict(zip(self.inputs, arrays)))
-
-    def __str__(self):
-        return self.name
 
 
 def floor_semantics_task():
