@@ -4,17 +4,19 @@ Lowering leaves a GPU schedule as nested loops: block loops, virtual-thread loop
 then each thread's work, with shared buffers allocated where their stage is computed. The passes,
 in order, for each top-level statement (one kernel launch):
 1. launch shape: the block and thread loops become the launch's grid and block (a missing level
-   becomes a loop of one), conditions between them move inside the thread loop;
+   becomes a loop of one), conditions between them move inside the thread loop, and conditions
+   on a thread's or virtual thread's own elements are pushed below the shared-memory copies
+   (the block's work, bounded by their own guards);
 2. virtual threads: each thread runs its virtual threads' work as unrolled loops pushed down to
    the statements that depend on them, local buffers getting one copy per virtual thread (TVM's
    vthread injection), so the reduction loops and shared-memory refills run once;
 3. register tiles: loops that index a local buffer are unrolled, so the buffer lives in registers;
 4. cooperative fetch: a copy into shared memory is spread over the block's threads, thread t
-   copying elements t, t + T, t + 2T, ...;
+   copying elements t, t + T, t + 2T, ... (four at a time where _vector_copy proves it exact);
 5. shared buffers move to block scope, and barriers go around each run of copies (before it
-   too when it sits in a loop, so nobody still reads the previous tile);
-6. barriers leave thread-dependent conditions: a guard around a barrier is pushed down to the
-   statements beside it, so every thread of a block reaches every barrier.
+   too when it sits in a loop, so nobody still reads the previous tile); a barrier under a
+   condition on the thread is refused, since not every thread of the block would reach it;
+6. loops of one iteration go, and index arithmetic has its like terms collected.
 
 The result keeps the loop IR's statements: a launch is For(blockIdx...) > Allocate(shared)... >
 For(threadIdx...) > body, where body holds serial and unrolled loops, stores, conditions, local

@@ -176,9 +176,10 @@ def _resident_blocks(warps, registers, shared, device, name):
     limits = {
         "threads": device.max_threads_per_sm // (warps * device.warp_size),
         "registers": device.registers_per_sm // (registers_per_warp * warps),
-        "shared": device.shared_bytes_per_sm // (shared + SHARED_RESERVED_BYTES) if shared else device.max_blocks_per_sm,
         "blocks": device.max_blocks_per_sm,
     }
+    if shared:
+        limits["shared"] = device.shared_bytes_per_sm // (shared + SHARED_RESERVED_BYTES)
     if registers > device.max_registers_per_thread:
         raise ModelError(f"{name}: {registers} registers per thread, over the device's {device.max_registers_per_thread}")
     limited_by = min(limits, key=limits.get)
