@@ -38,6 +38,7 @@ MAX_ERROR_CHARS = 400
 MAX_RUNS_PER_REPEAT = 1_000_000
 WORKER_START_TIMEOUT_S = 120.0
 REFERENCE_CACHE_SIZE = 4
+DEFAULT_MEMORY_LIMIT_BYTES = 16 * 2**30   # the worker's address space on the CPU (0 or None: no cap)
 
 
 # ---------------------------------------------------------------- values
@@ -163,11 +164,13 @@ class Measurer:
     """Measures candidates one at a time in a persistent, restartable worker process."""
 
     def __init__(self, timeout_s=60.0, warmup=1, repeats=5, min_run_seconds=0.01, seed=0,
-                 memory_limit_bytes=16 * 2**30, runner=DEFAULT_RUNNER, slow_run_seconds=math.inf, kinds=("cpu",)):
+                 memory_limit_bytes=None, runner=DEFAULT_RUNNER, slow_run_seconds=math.inf, kinds=("cpu",)):
         if timeout_s <= 0 or warmup < 0 or repeats < 1 or min_run_seconds < 0:
             raise ValueError("need timeout_s > 0, warmup >= 0, repeats >= 1 and min_run_seconds >= 0")
         load_runner(runner)  # a misspelt runner fails here, not once per candidate
         self.timeout_s = float(timeout_s)
+        if memory_limit_bytes is None:  # the CUDA driver reserves far more address space than memory
+            memory_limit_bytes = 0 if "gpu" in kinds else DEFAULT_MEMORY_LIMIT_BYTES
         self.memory_limit_bytes = memory_limit_bytes
         self.runner = runner
         self.kinds = tuple(kinds)   # target kinds whose back ends the worker loads before it is ready

@@ -71,7 +71,7 @@ class MeasureEvaluator(Evaluator):
     name = "measure"
 
     def __init__(self, target="llvm", timeout_s=60.0, warmup=1, repeats=3, min_run_seconds=0.01, seed=0,
-                 memory_limit_bytes=16 * 2**30, runner=None, slow_run_seconds=math.inf):
+                 memory_limit_bytes=None, runner=None, slow_run_seconds=math.inf):
         from codegen.measure import DEFAULT_RUNNER, Measurer
 
         self.target = get_target(target)
