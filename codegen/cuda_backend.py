@@ -132,17 +132,15 @@ def modules_for(task, schedules, target, workers=2):
     """A CudaModule (PTX and ptxas figures, no machine code) for each schedule of task, or the
     exception that stopped it; nvcc compiles them as `workers` batches side by side."""
     from analysis import analyze
-    from .lower import lower
+    from .kernel import lower_for
 
     info = analyze(task)
     arch = gpu_device(target).arch
     prepared = []
     for schedule in schedules:
         try:
-            func = lower(task, schedule.apply(info), name=f"candidate{len(prepared)}").func
-            for finish in CudaBackend().passes(target):
-                func = finish(func)
-            prepared.append((func, cuda_source_of(func)))
+            _, lowered = lower_for(task, schedule, target, name=f"candidate{len(prepared)}", info=info)
+            prepared.append((lowered.func, cuda_source_of(lowered.func)))
         except Exception as err:  # noqa: BLE001 - a schedule that does not lower is that point's failure
             prepared.append(err)
     pending = [i for i, item in enumerate(prepared) if not isinstance(item, Exception)]

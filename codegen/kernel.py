@@ -100,17 +100,23 @@ def build(task, schedule=None, target="llvm", name=None):
     with the target kind's back end."""
     target = get_target(target)
     backend = backend_for(target)
+    schedule, lowered = lower_for(task, schedule, target, name)
+    return Kernel(task, schedule, lowered, backend.compile(lowered.func, target), target, backend)
+
+
+def lower_for(task, schedule, target, name=None, info=None):
+    """(Schedule, Lowered) of task under schedule, with the target's back-end passes run: the
+    loop IR the back end compiles."""
+    target = get_target(target)
     if schedule is None:
         schedule = Schedule()
     elif isinstance(schedule, str):
         schedule = Schedule.from_json(schedule)
-    state = schedule.apply(analyze(task))
-    lowered = lower(task, state, name=name or _kernel_name(task))
+    lowered = lower(task, schedule.apply(info or analyze(task)), name=name or _kernel_name(task))
     func = lowered.func
-    for finish in backend.passes(target):
+    for finish in backend_for(target).passes(target):
         func = finish(func)
-    lowered = replace(lowered, func=func)
-    return Kernel(task, schedule, lowered, backend.compile(func, target), target, backend)
+    return schedule, replace(lowered, func=func)
 
 
 def _kernel_name(task):

@@ -15,10 +15,8 @@ import pytest
 import flexsched as fs
 from analysis import analyze
 from codegen.cuda_backend import modules_for
-from codegen.gpu_lower import lower_gpu
 from codegen.interpret import run
-from codegen.legalize import legalize
-from codegen.lower import lower
+from codegen.kernel import lower_for
 from flexsched.registry import get_task
 from space import generate
 
@@ -54,7 +52,7 @@ def random_schedules(task, count, seed):
 
 def gpu_function(task, schedule):
     """The loop IR the CUDA back end prints for a schedule: lowered, GPU passes, legalised."""
-    return legalize(lower_gpu(lower(task, schedule.apply(analyze(task))).func))
+    return lower_for(task, schedule, "cuda")[1].func
 
 
 def assert_emulates_correctly(task, schedule, seed=0):
