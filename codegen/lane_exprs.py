@@ -20,7 +20,7 @@ from flexsched import dtypes
 from flexsched.expr import (Binary, Call, Cast, Compare, Const, Intrinsic, IterVar, Load, Logical, Select, children,
                             format_expr)
 # The DSL's operator tables, so the interpreter and the reference evaluator agree by construction.
-from flexsched.numpy_expr import _ARITH, _COMPARE, _INTRINSICS, _MATH, _as_float
+from flexsched.numpy_expr import ARITH, COMPARE, INTRINSICS, MATH, as_float
 
 from .lanes import InterpretError, element_keys, splitter, storage_lookup, touch
 
@@ -95,13 +95,13 @@ def _compile_node(expr, compile_child, is_pure):
     if isinstance(expr, Load):
         return _compile_load(expr, parts)
     if isinstance(expr, Binary):
-        return _elementwise(_ARITH[expr.op], expr.dtype, parts)
+        return _elementwise(ARITH[expr.op], expr.dtype, parts)
     if isinstance(expr, Compare):
-        return _elementwise(_COMPARE[expr.op], expr.dtype, parts)
+        return _elementwise(COMPARE[expr.op], expr.dtype, parts)
     if isinstance(expr, Call):
-        return _elementwise(_MATH[expr.func], expr.dtype, parts)
+        return _elementwise(MATH[expr.func], expr.dtype, parts)
     if isinstance(expr, Intrinsic):
-        return _elementwise(_INTRINSICS[expr.func], expr.dtype, parts)
+        return _elementwise(INTRINSICS[expr.func], expr.dtype, parts)
     if isinstance(expr, Cast):
         (value,), dtype = parts, np.dtype(expr.dtype)
         return lambda lanes: np.asarray(value(lanes)).astype(dtype)[()]
@@ -122,9 +122,9 @@ def _elementwise(func, dtype, args):
     pin = dtypes.is_float(dtype)  # float32 op int64 would widen in numpy
     if len(args) == 1:
         (a,) = args
-        return (lambda lanes: _as_float(func(a(lanes)), dtype)) if pin else (lambda lanes: func(a(lanes)))
+        return (lambda lanes: as_float(func(a(lanes)), dtype)) if pin else (lambda lanes: func(a(lanes)))
     a, b = args
-    return (lambda lanes: _as_float(func(a(lanes), b(lanes)), dtype)) if pin else \
+    return (lambda lanes: as_float(func(a(lanes), b(lanes)), dtype)) if pin else \
         (lambda lanes: func(a(lanes), b(lanes)))
 
 
@@ -135,7 +135,7 @@ def _where(dtype, parts):
         taken = cond(lanes)
         if np.ndim(taken) == 0:
             return when_true(lanes) if taken else when_false(lanes)
-        return _as_float(np.where(taken, when_true(lanes), when_false(lanes)), dtype)
+        return as_float(np.where(taken, when_true(lanes), when_false(lanes)), dtype)
     return where
 
 
@@ -192,5 +192,5 @@ def _compile_select(dtype, parts):
         result = np.empty(lanes.n, dtype=np.result_type(true_value, false_value))
         result[true_lanes] = true_value
         result[false_lanes] = false_value
-        return _as_float(result, dtype)
+        return as_float(result, dtype)
     return select

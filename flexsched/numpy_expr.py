@@ -1,15 +1,18 @@
-"""Evaluate a scalar expression over whole numpy arrays of loop-variable values at once."""
+"""Evaluate a scalar expression over whole numpy arrays of loop-variable values at once.
+
+The operator tables are the semantics every numpy evaluator shares (this one, the reference and
+the loop-IR interpreter's lane expressions)."""
 
 import numpy as np
 
 from . import dtypes
 from .expr import Binary, Call, Cast, Compare, Const, Intrinsic, IterVar, Load, Logical, Reduce, Select
 
-_ARITH = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
+ARITH = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.true_divide,
           "//": np.floor_divide, "%": np.mod, "max": np.maximum, "min": np.minimum}
-_COMPARE = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
+COMPARE = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
             "==": np.equal, "!=": np.not_equal}
-_MATH = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs, "tanh": np.tanh}
+MATH = {"exp": np.exp, "log": np.log, "sqrt": np.sqrt, "abs": np.abs, "tanh": np.tanh}
 
 
 def _truncated_quotient(a, b):
@@ -18,7 +21,7 @@ def _truncated_quotient(a, b):
     return quotient + ((np.mod(a, b) != 0) & ((np.asarray(a) < 0) != (np.asarray(b) < 0)))
 
 
-_INTRINSICS = {"tdiv": _truncated_quotient, "tmod": lambda a, b: a - b * _truncated_quotient(a, b),
+INTRINSICS = {"tdiv": _truncated_quotient, "tmod": lambda a, b: a - b * _truncated_quotient(a, b),
                "floor": np.floor, "fmod": np.fmod}
 
 
@@ -36,22 +39,22 @@ def eval_expr(expr, env, load):
         if isinstance(node, Load):
             return load(node, [ev(index) for index in node.indices])
         if isinstance(node, Binary):
-            return _as_float(_ARITH[node.op](ev(node.a), ev(node.b)), node.dtype)
+            return as_float(ARITH[node.op](ev(node.a), ev(node.b)), node.dtype)
         if isinstance(node, Compare):
-            return _COMPARE[node.op](ev(node.a), ev(node.b))
+            return COMPARE[node.op](ev(node.a), ev(node.b))
         if isinstance(node, Logical):
             if node.op == "~":
                 return np.logical_not(ev(node.a))
             combine = np.logical_and if node.op == "&" else np.logical_or
             return combine(ev(node.a), ev(node.b))
         if isinstance(node, Select):
-            return _as_float(np.where(ev(node.cond), ev(node.true_value), ev(node.false_value)), node.dtype)
+            return as_float(np.where(ev(node.cond), ev(node.true_value), ev(node.false_value)), node.dtype)
         if isinstance(node, Call):
-            return _as_float(_MATH[node.func](ev(node.arg)), node.dtype)
+            return as_float(MATH[node.func](ev(node.arg)), node.dtype)
         if isinstance(node, Cast):
             return np.asarray(ev(node.value)).astype(node.dtype)
         if isinstance(node, Intrinsic):
-            return _as_float(_INTRINSICS[node.func](*(ev(arg) for arg in node.args)), node.dtype)
+            return as_float(INTRINSICS[node.func](*(ev(arg) for arg in node.args)), node.dtype)
         if isinstance(node, Reduce):
             raise ValueError("a Reduce is evaluated by the tensor evaluator, not inside an expression")
         raise TypeError(f"not an expression: {node!r}")
@@ -59,7 +62,7 @@ def eval_expr(expr, env, load):
     return ev(expr)
 
 
-def _as_float(value, dtype):
+def as_float(value, dtype):
     """Pin float results to the expression's dtype (numpy would widen float32 with int64)."""
     return value.astype(dtype, copy=False) if dtypes.is_float(dtype) else value
 
