@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 
 from flexsched import dtypes
-from flexsched.affine import interval, split_terms
+from flexsched.affine import interval, monotone_span, split_terms
 from flexsched.expr import (Binary, Call, Cast, Compare, Const, IterVar, Load, Logical, Reduce, Select,
                             as_expr, binary, iter_vars_of, walk)
 from flexsched.reference import topological_order
@@ -203,8 +203,10 @@ def _dim_region(indices, inner, full):
     or the loads disagree outside the inner loops."""
     whole = (as_expr(0, "int64"), full)
     parts = [split_terms(index, inner) for index in indices]
-    if not parts or any(part is None for part in parts):
+    if not parts:
         return whole
+    if any(part is None for part in parts):   # inner and outer loops meet under // (grouped channels)
+        return _monotone_region(indices, inner, full)
     outers = [_outer_key(part[1]) for part in parts]
     if any(outer != outers[0] for outer in outers):
         return whole
@@ -226,6 +228,16 @@ def _dim_region(indices, inner, full):
     for coefficient, term in parts[0][1]:
         origin = origin + term * coefficient
     return origin, size
+
+
+def _monotone_region(indices, inner, full):
+    """The region of indices that grow with every inner loop (affine.monotone_span), when they
+    all start at the same origin; the whole dimension otherwise."""
+    spans = [monotone_span(index, inner) for index in indices]
+    if any(span is None for span in spans) or len({str(origin) for origin, _ in spans}) != 1:
+        return as_expr(0, "int64"), full
+    size = max(count for _, count in spans)
+    return (as_expr(0, "int64"), full) if size >= full else (spans[0][0], size)
 
 
 def _outer_key(outer_terms):

@@ -236,3 +236,40 @@ def _truncating_interval(func, a, b):
 
 def _truncate(value, divisor):
     return value // divisor if value >= 0 else -(-value // divisor)
+
+
+def monotone_span(expr, inner):
+    """(origin, count) of an index as the loops named in `inner` run over their ranges, when the
+    index never decreases as one of them grows: origin is the index with those loops at 0 (an
+    expression of the other loops), count bounds its distinct values. Sums, products by a
+    non-negative constant and floor division by a positive one qualify: (o + i) // c over
+    i < n spans at most (n - 1) // c + 2 values. None for anything else (%, a subtracted inner
+    loop, a load)."""
+    if not {v.name for v in iter_vars_of(expr)} & inner:
+        return expr, 1
+    if isinstance(expr, IterVar):
+        return Const(0, expr.dtype if expr.dtype in _INTEGER else "int64"), expr.extent
+    if isinstance(expr, Cast) and expr.dtype in _INTEGER and expr.value.dtype in _INTEGER:
+        return monotone_span(expr.value, inner)
+    if not (isinstance(expr, Binary) and expr.dtype in _INTEGER):
+        return None
+    if expr.op == "+":
+        left, right = monotone_span(expr.a, inner), monotone_span(expr.b, inner)
+        if left is None or right is None:
+            return None
+        return left[0] + right[0], left[1] + right[1] - 1
+    if expr.op == "-" and not {v.name for v in iter_vars_of(expr.b)} & inner:
+        left = monotone_span(expr.a, inner)
+        return None if left is None else (left[0] - expr.b, left[1])
+    if expr.op == "*":
+        for factor, other in ((expr.a, expr.b), (expr.b, expr.a)):
+            scale = _int_const(factor)
+            if scale is not None and scale >= 0:
+                part = monotone_span(other, inner)
+                return None if part is None else (part[0] * scale, (part[1] - 1) * scale + 1)
+        return None
+    divisor = _int_const(expr.b)
+    if expr.op == "//" and divisor is not None and divisor > 0:
+        part = monotone_span(expr.a, inner)
+        return None if part is None else (part[0] // divisor, min(part[1], (part[1] - 1) // divisor + 2))
+    return None
