@@ -166,9 +166,10 @@ def clear_cache():
         _cache.clear()
 
 
-def compile_func(func: PrimFunc, opt_level=3) -> CompiledFunc:
-    """Compile a kernel for this CPU (legalised first, so hand-written loop IR compiles too);
-    identical kernels (same LLVM IR, level and host) compile once."""
+def compile_func(func: PrimFunc, opt_level=3, legalised=False) -> CompiledFunc:
+    """Compile a kernel for this CPU (legalised first unless the back end's passes already did,
+    so hand-written loop IR compiles too); identical kernels (same LLVM IR, level and host)
+    compile once."""
     if opt_level not in (0, 1, 2, 3):
         raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     for param in func.params:
@@ -176,7 +177,7 @@ def compile_func(func: PrimFunc, opt_level=3) -> CompiledFunc:
             raise CodegenError(f"parameter '{param.name}' has dtype {param.dtype!r}; "
                                f"expected one of {', '.join(_ITEM_SIZES)}")
     check_loops(func.body)
-    func = legalize(func)
+    func = func if legalised else legalize(func)
     triple, layout = _host_layout()
     builder = ModuleBuilder(func, triple, layout, host_register_lanes())
     text = str(builder.build())
@@ -197,7 +198,7 @@ class CpuBackend(Backend):
         return (legalize,)
 
     def compile(self, func, target):
-        return compile_func(func)
+        return compile_func(func, legalised=True)
 
     def preload(self):
         _host_layout()
