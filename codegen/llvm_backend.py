@@ -337,7 +337,7 @@ class _FunctionEmitter:
         base = self._lane_zero_index(buffer, access_indices(store))
         if stride == 1:
             value = self._broadcast(value, lanes)
-            if self._lanes_stay_in_row(buffer, access_indices(store)):
+            if self._lanes_stay_in_row(buffer, access_indices(store), writes=True):
                 self.builder.store(value, self._address(buffer, pointer, base), align=align)
             else:
                 self._masked_store(buffer, pointer, base, value)
@@ -377,9 +377,11 @@ class _FunctionEmitter:
         finally:
             self.vector, self.live_lanes = outer
 
-    def _lanes_stay_in_row(self, buffer, indices):
+    def _lanes_stay_in_row(self, buffer, indices, writes=False):
         """Whether every lane of a contiguous access, padding included, lies in memory it may touch:
-        always without padding; with it, only along the padded rows of a local buffer."""
+        always without padding; with it, only along the padded rows of a local buffer. A write's
+        padding lanes must moreover land past the row's last element: inside the row they would
+        clobber elements other iterations own (a 28-lane loop over half of a 56-element row)."""
         if self.live_lanes is None:
             return True
         var, lanes = self.vector
@@ -387,7 +389,12 @@ class _FunctionEmitter:
         if shape is None or affine.stride(indices[-1], var) != 1 or \
                 any(mentions(index, var) for index in indices[:-1]):
             return False
-        return shape[-1] - buffer.shape[-1] >= lanes - self.live_lanes
+        if shape[-1] - buffer.shape[-1] < lanes - self.live_lanes:
+            return False
+        if not writes:
+            return True
+        first_lane = affine.interval(indices[-1], {var.name: (0, 0)})
+        return first_lane is not None and first_lane[0] + self.live_lanes >= buffer.shape[-1]
 
     def _live_mask(self, lanes):
         """<lanes x i1>: true on the lanes of the loop itself."""

@@ -94,6 +94,31 @@ def test_odd_width_register_tile_stays_in_registers_without_clobbering_its_rows(
     assert "alloca" not in kernel.llvm_ir   # the optimised module: the tile lives in registers
 
 
+
+@pytest.mark.parametrize("lanes", [7, 14, 28])
+def test_padded_lanes_never_clobber_the_rest_of_their_row(lanes):
+    """A local row of 2 * lanes elements, accumulated half by half: the first half's padded lanes
+    would fall on the second half's elements (adding twice there), so they are masked."""
+    A, O = buf("A", (3, 2 * lanes)), buf("O", (2 * lanes,))
+    row, staged = buf("row", (2 * lanes,), scope="local"), buf("staged", (3, 2 * lanes), scope="local")
+
+    def halves(make):
+        return loop("h", 2, "unrolled", lambda h: loop("j", lanes, "vectorized", lambda j: make(h * lanes + j)))
+
+    def body(_):
+        # Reading a local buffer, padded lanes load real neighbours (a global read would be masked).
+        stage = loop("k", 3, "serial", lambda k: loop("x", 2 * lanes, "serial",
+                                                      lambda x: Store(staged, (k, x), ld(A, k, x))))
+        init = halves(lambda x: Store(row, (x,), 0.0))
+        accumulate = loop("k", 3, "serial", lambda k: halves(
+            lambda x: Store(row, (x,), ld(row, x) + ld(staged, k, x))))
+        finish = halves(lambda x: Store(O, (x,), ld(row, x)))
+        return Allocate(staged, Allocate(row, seq(stage, init, accumulate, finish)))
+    kernel = compile_func(PrimFunc(f"halves{lanes}", (A, O), loop("o", 1, "serial", body)))
+    a, o = rand(3, 2 * lanes), np.zeros(2 * lanes, "float32")
+    kernel(a, o)
+    np.testing.assert_allclose(o, a.sum(axis=0), rtol=1e-5, atol=1e-5)
+
 def test_transpose_scatters_a_vector_store():
     A, B = buf("A", (6, 8)), buf("B", (8, 6))
     body = loop("i", 6, "serial", lambda i: loop("j", 8, "vectorized", lambda j: Store(B, (j, i), ld(A, i, j))))
