@@ -203,6 +203,7 @@ class _FunctionEmitter:
         self.env = {}           # id(loop variable) -> its value
         self.vector = None      # (variable, lanes) while emitting the one body of a vectorized loop
         self.live_lanes = None  # lanes of the loop itself when self.vector is padded beyond them
+        self.lane_guard = None  # <lanes x i1>: the conditions around a statement of a vector body
         self.shapes = {}        # local buffer -> its shape with padded rows
         self.in_index = 0       # > 0 while emitting a tensor index: its integer math cannot overflow
         self.heap = []          # malloc'ed scratch, freed on return
@@ -290,6 +291,9 @@ class _FunctionEmitter:
 
     def _if(self, stmt):
         cond = self.expr(stmt.cond)
+        if _lanes(cond) is not None:
+            self._masked_if(stmt, cond)
+            return
         if stmt.else_body is None:
             with self.builder.if_then(cond):
                 self.stmt(stmt.then_body)
@@ -337,14 +341,24 @@ class _FunctionEmitter:
         base = self._lane_zero_index(buffer, access_indices(store))
         if stride == 1:
             value = self._broadcast(value, lanes)
-            if self._lanes_stay_in_row(buffer, access_indices(store), writes=True):
+            if self.lane_guard is None and self._lanes_stay_in_row(buffer, access_indices(store), writes=True):
                 self.builder.store(value, self._address(buffer, pointer, base), align=align)
             else:
                 self._masked_store(buffer, pointer, base, value)
             return
         for lane in range(self.live_lanes or lanes):
-            flat = self.builder.add(base, _int64(lane * stride))
-            self.builder.store(self._lane(value, lane), self._address(buffer, pointer, flat), align=align)
+            with self._if_lane(lane):
+                flat = self.builder.add(base, _int64(lane * stride))
+                self.builder.store(self._lane(value, lane), self._address(buffer, pointer, flat), align=align)
+
+    @contextlib.contextmanager
+    def _if_lane(self, lane):
+        """Inside, code runs only when the lane's conditions hold (always outside a masked branch)."""
+        if self.lane_guard is None:
+            yield
+            return
+        with self.builder.if_then(self.builder.extract_element(self.lane_guard, ir.Constant(_I32, lane))):
+            yield
 
     # ------------------------------------------------------------ scopes
 
@@ -369,13 +383,14 @@ class _FunctionEmitter:
         """Inside, var is the vector <0, 1, ..., lanes-1> and expressions may be vectors; lanes
         from live_lanes on are padding."""
         lane_numbers = ir.Constant(ir.VectorType(_I64, lanes), list(range(lanes)))
-        outer = self.vector, self.live_lanes
+        outer = self.vector, self.live_lanes, self.lane_guard
         self.vector, self.live_lanes = (var, lanes), (live_lanes if live_lanes < lanes else None)
+        self.lane_guard = None
         try:
             with self._bound(var, lane_numbers):
                 yield
         finally:
-            self.vector, self.live_lanes = outer
+            self.vector, self.live_lanes, self.lane_guard = outer
 
     def _lanes_stay_in_row(self, buffer, indices, writes=False):
         """Whether every lane of a contiguous access, padding included, lies in memory it may touch:
@@ -397,9 +412,10 @@ class _FunctionEmitter:
         return first_lane is not None and first_lane[0] + self.live_lanes >= buffer.shape[-1]
 
     def _live_mask(self, lanes):
-        """<lanes x i1>: true on the lanes of the loop itself."""
+        """<lanes x i1>: true on the lanes of the loop itself whose conditions hold."""
         live = self.live_lanes or lanes
-        return ir.Constant(ir.VectorType(_I1, lanes), [int(lane < live) for lane in range(lanes)])
+        mask = ir.Constant(ir.VectorType(_I1, lanes), [int(lane < live) for lane in range(lanes)])
+        return mask if self.lane_guard is None else self.builder.and_(mask, self.lane_guard)
 
     def _lane_zero_index(self, buffer, indices, guarded=False):
         """The flat index lane 0 accesses (a scalar): the indices with the vector variable at 0."""
@@ -422,6 +438,20 @@ class _FunctionEmitter:
             raise CodegenError(f"buffer '{buffer.name}' is neither a parameter of '{self.mb.func.name}' "
                                f"nor allocated around its use")
         return pointer
+
+    def _masked_if(self, stmt, cond):
+        """A condition that varies over the lanes of a vector body: both branches run on every
+        lane, their loads and stores masked to the lanes the condition picks."""
+        outer = self.lane_guard
+        branches = [(stmt.then_body, cond)]
+        if stmt.else_body is not None:
+            branches.append((stmt.else_body, self.builder.not_(cond)))
+        try:
+            for body, picked in branches:
+                self.lane_guard = picked if outer is None else self.builder.and_(outer, picked)
+                self.stmt(body)
+        finally:
+            self.lane_guard = outer
 
     # ------------------------------------------------------------ memory access
 
@@ -463,14 +493,16 @@ class _FunctionEmitter:
         var, lanes = self.vector
         live = self.live_lanes or lanes
         stride = flat_stride(buffer, indices, var, self.shapes.get(buffer))
+        if stride == 1 and (guarded or self.lane_guard is not None or not self._lanes_stay_in_row(buffer, indices)):
+            base = self._lane_zero_index(buffer, indices, guarded)
+            return self._masked_load(buffer, pointer, base, lanes, guarded)
+        guarded = guarded or self.lane_guard is not None   # lanes masked off may point anywhere
         if stride is None:
             flat = self._flat_index(buffer, indices, guarded)
             return self._gather(buffer, pointer, [self._lane(flat, lane) for lane in range(live)], guarded, lanes)
         base = self._lane_zero_index(buffer, indices, guarded)
         if stride == 0:
             return self._scalar_load(buffer, pointer, base, guarded)
-        if stride == 1 and (guarded or not self._lanes_stay_in_row(buffer, indices)):
-            return self._masked_load(buffer, pointer, base, lanes, guarded)
         if stride == 1:
             address = self._address(buffer, pointer, base)
             return self.builder.load(address, align=_ITEM_SIZES[buffer.dtype], typ=_llvm_type(buffer.dtype, lanes))
@@ -532,7 +564,7 @@ class _FunctionEmitter:
         lanes = _lanes(value)
         masked_store = self.mb.declare(f"llvm.masked.store.{self._vector_suffix(buffer, lanes)}.p0", ir.VoidType(),
                                        [value.type, _PTR, _I32, ir.VectorType(_I1, lanes)])
-        address = self._address(buffer, pointer, base)
+        address = self._address(buffer, pointer, base, inbounds=False)   # lane 0 itself may be masked off
         self.builder.call(masked_store, [value, address, ir.Constant(_I32, _ITEM_SIZES[buffer.dtype]),
                                          self._live_mask(lanes)])
 
@@ -625,6 +657,8 @@ class _FunctionEmitter:
         pointer = self._pointer_of(buffer)
         if self.vector is not None and any(mentions(index, self.vector[0]) for index in access_indices(load)):
             return self._vector_load(buffer, pointer, access_indices(load), guarded)
+        # Under a lane mask every lane may be off, and with them the condition that kept the index valid.
+        guarded = guarded or self.lane_guard is not None
         flat = self._flat_index(buffer, access_indices(load), guarded)
         return self._scalar_load(buffer, pointer, flat, guarded)
 

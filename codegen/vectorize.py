@@ -6,7 +6,7 @@ from __future__ import annotations
 from flexsched import affine
 from flexsched.expr import Const, IterVar, Load, as_expr, children, walk
 
-from .ir import CodegenError, Store, flatten
+from .ir import CodegenError, IfThenElse, Store, flatten
 
 MAX_VECTOR_LANES = 64
 
@@ -80,18 +80,33 @@ def loads_in_store(store):
     return [node for root in roots for node in walk(root) if isinstance(node, Load)]
 
 
+def guarded_stores(stmt):
+    """The statements of a body, conditions looked through: a vector body computes a guarded
+    store on every lane and writes only the lanes whose condition holds."""
+    found = []
+    for part in flatten(stmt):
+        if isinstance(part, IfThenElse):
+            found += guarded_stores(part.then_body)
+            if part.else_body is not None:
+                found += guarded_stores(part.else_body)
+        else:
+            found.append(part)
+    return found
+
+
 def vectorize_blocker(loop):
     """Why a vectorized loop must run lane by lane (None when one vector body computes the same).
 
     One vector body runs each statement for all lanes before the next statement, so it is exact
     only when every lane touches its own elements: each written buffer is stored at one index
     that moves by a constant non-zero step per lane, and read (if at all) at that same index.
+    Conditions become lane masks on the statements under them.
     """
     if loop.extent < 2:
         return "it has a single lane"
     if loop.extent > MAX_VECTOR_LANES:
         return f"its {loop.extent} lanes exceed {MAX_VECTOR_LANES}"
-    stores = flatten(loop.body)
+    stores = guarded_stores(loop.body)
     for stmt in stores:
         if not isinstance(stmt, Store):
             return f"its body holds a {type(stmt).__name__}"

@@ -277,15 +277,35 @@ def test_strided_read_under_select_stays_inside_the_buffer():
     assert "shufflevector" in kernel.unoptimized_ir and kernel.fallbacks == ()
 
 
-def test_guard_inside_vectorized_loop_falls_back():
-    A, C = buf("A", (16,)), buf("C", (13,))
+@pytest.mark.parametrize("lanes", [8, 14])
+def test_guard_inside_vectorized_loop_masks_its_lanes(lanes):
+    """A guarded split's tail (13 of 2 * lanes): one masked vector body, nothing read or written
+    past either array (a guard is a lane mask, not a fallback)."""
+    A, C = buf("A", (13,)), buf("C", (13,))
+    body = loop("o", 2, "serial", lambda o: loop("i", lanes, "vectorized", lambda i: IfThenElse(
+        o * lanes + i < 13, Store(C, (o * lanes + i,), ld(A, o * lanes + i) * 2.0))))
+    kernel = compile_func(PrimFunc(f"guarded{lanes}", (A, C), body))
+    a, c = np.full(64, np.nan, "float32"), np.full(64, 7.0, "float32")
+    a[:13] = rand(13)
+    kernel(a[:13], c[:13])
+    np.testing.assert_array_equal(c[:13], a[:13] * 2)
+    assert (c[13:] == 7.0).all()
+    assert kernel.fallbacks == () and "llvm.masked.store" in kernel.llvm_ir
+
+
+def test_masked_branches_with_else_and_a_scattered_store():
+    """if/else on a lane condition, one branch a strided (per-lane) store."""
+    A, B, C = buf("A", (16,)), buf("B", (16,)), buf("C", (32,))
     body = loop("o", 2, "serial", lambda o: loop("i", 8, "vectorized", lambda i: IfThenElse(
-        o * 8 + i < 13, Store(C, (o * 8 + i,), ld(A, o * 8 + i) * 2.0))))
-    kernel = compile_func(PrimFunc("guarded", (A, C), body))
-    a, c = rand(16), np.zeros(13, "float32")
-    kernel(a, c)
-    np.testing.assert_array_equal(c, a[:13] * 2)
-    assert len(kernel.fallbacks) == 1 and "IfThenElse" in kernel.fallbacks[0]
+        (o * 8 + i) % 3 == 0, Store(B, (o * 8 + i,), ld(A, o * 8 + i) + 1.0),
+        seq(Store(B, (o * 8 + i,), ld(A, o * 8 + i) - 1.0), Store(C, ((o * 8 + i) * 2,), ld(A, o * 8 + i))))))
+    kernel = compile_func(PrimFunc("branches", (A, B, C), body))
+    a, b, c = rand(16), np.zeros(16, "float32"), np.zeros(32, "float32")
+    kernel(a, b, c)
+    picked = np.arange(16) % 3 == 0
+    np.testing.assert_array_equal(b, np.where(picked, a + 1, a - 1))
+    np.testing.assert_array_equal(c[::2], np.where(picked, 0, a))
+    assert kernel.fallbacks == ()
 
 
 def test_lanes_reading_neighbours_fall_back():

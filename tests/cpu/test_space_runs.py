@@ -3,16 +3,19 @@
 The default run checks a few points per operator; `pytest -m slow` checks dozens.
 """
 
+import time
+
 import numpy as np
 import pytest
 
-import flexsched as fs
 from analysis import analyze
 from codegen.kernel import build
 from flexsched.registry import get_task
 from space import generate
+from space.config import Config
 
-from cases import SHAPES, LocalTask
+from cases import SHAPES
+from graphs import GRAPHS, covering_points, depthwise_separable, stress_points
 
 pytestmark = pytest.mark.cpu
 
@@ -49,38 +52,46 @@ def test_the_naive_schedule_runs():
     assert_matches_reference(task, build(task))
 
 
-# Operators defined here, not in the library: nothing in lowering depends on it.
+# Multi-node graphs defined in the tests, not in the library: nothing in lowering depends on it.
 
-def _task(name, outputs_fn):
-    """A minimal Task-like object for a computation built in the test."""
-    inputs, outputs = outputs_fn()
-    return LocalTask(name, inputs, outputs)
-
-
-def matmul_relu():
-    A, B = fs.placeholder((19, 23), name="A"), fs.placeholder((23, 21), name="B")
-    k = fs.reduce_axis(23, "k")
-    M = fs.compute((19, 21), lambda i, j: fs.sum(A[i, k] * B[k, j], axis=k), name="M")
-    return (A, B), (fs.compute((19, 21), lambda i, j: fs.max(M[i, j], 0.0), name="R"),)
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_random_points_of_graphs_outside_the_library(name):
+    check_random_points(GRAPHS[name](), count=4, seed=2)
 
 
-def softmax():
-    X = fs.placeholder((6, 13), name="X")
-    j = fs.reduce_axis(13, "j")
-    row_max = fs.compute((6,), lambda i: fs.max(X[i, j], axis=j), name="row_max")
-    E = fs.compute((6, 13), lambda i, c: fs.exp(X[i, c] - row_max[i]), name="E")
-    q = fs.reduce_axis(13, "q")
-    total = fs.compute((6,), lambda i: fs.sum(E[i, q], axis=q), name="total")
-    return (X,), (fs.compute((6, 13), lambda i, c: E[i, c] / total[i], name="S"),)
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_attached_padded_and_packed_points_of_graphs(name):
+    """Producers computed inside consumers, guarded splits and packed reads at once."""
+    task = GRAPHS[name]()
+    space = generate(analyze(task), "llvm")
+    for point in stress_points(space, 4, seed=5):
+        assert_matches_reference(task, build(task, space.schedule(point)))
 
 
-def stencil():
-    X = fs.placeholder((17, 15), name="X")
-    return (X,), (fs.compute((15, 13), lambda i, j: (X[i, j + 1] + X[i + 2, j + 1] + X[i + 1, j]
-                                                    + X[i + 1, j + 2]) * 0.25, name="S"),)
+def test_the_depthwise_separable_point_that_clobbered_a_row():
+    """A 28-lane loop over half of a 56-wide local row, under a 64-over-56 guarded split: padded
+    vector lanes once added twice at w = 28..31."""
+    task = depthwise_separable(C=2, H=2, W=56, K=2)
+    space = generate(analyze(task), "llvm")
+    config = space.config(space.random_point(0)).to_dict()
+    config.update({"P.split.w": [4, 16], "P.attach": "at", "D.split.w": [1, 1, 2, 28], "D.order": 1,
+                   "D.accumulate": "memory", "D.pack.P": "S1", "D.attach": "at", "O.split.w": [1, 2, 2, 16],
+                   "O.accumulate": "memory", "O.pack.D": "R0"})
+    assert_matches_reference(task, build(task, space.schedule(Config.from_dict(config))))
 
 
-@pytest.mark.parametrize("definition", [matmul_relu, softmax, stencil])
-def test_operators_outside_the_library(definition):
-    task = _task(definition.__name__, definition)
-    check_random_points(task, count=6, seed=2)
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(GRAPHS))
+def test_every_choice_of_graphs_outside_the_library(name, record_property):
+    """Every value of every choice knob, and dozens of stress points; the slowest builds reported."""
+    task = GRAPHS[name]()
+    space = generate(analyze(task), "llvm")
+    builds = []
+    for point in covering_points(space, seed=6) + stress_points(space, 24, seed=7):
+        began = time.perf_counter()
+        kernel = build(task, space.schedule(point))
+        builds.append((time.perf_counter() - began, space.config(point).to_json()))
+        assert_matches_reference(task, kernel)
+    builds.sort(reverse=True)
+    record_property("slowest_builds", builds[:3])
+    print(f"{name}: {len(builds)} points, slowest builds {[round(t, 2) for t, _ in builds[:3]]} s")

@@ -1,0 +1,117 @@
+"""Multi-node computations defined here, not in the library, and the points of a space that
+stress lowering across nodes: producers attached inside their consumers, splits that pad their
+loop (and so need a guard), inputs packed at every level, all at once.
+
+The CPU, GPU and FPGA validity sweeps share them, so every back end promises the same thing:
+every point of every space computes the reference's answer.
+"""
+
+import numpy as np
+
+import flexsched as fs
+from flexsched.ops.common import pad
+from space.knobs import ChoiceKnob, SplitKnob
+
+from cases import LocalTask
+
+
+def depthwise_separable(C=4, H=9, W=11, K=6):
+    """A padded depthwise 3x3 convolution feeding a 1x1 convolution: pad P, depthwise D, pointwise O."""
+    I = fs.placeholder((1, C, H, W), name="I")
+    Wd = fs.placeholder((C, 1, 3, 3), name="Wd")
+    Wp = fs.placeholder((K, C, 1, 1), name="Wp")
+    P = pad(I, (0, 0, 1, 1), ("n", "c", "h", "w"), name="P")
+    r, s = fs.reduce_axis(3, "r"), fs.reduce_axis(3, "s")
+    D = fs.compute((1, C, H, W), lambda n, c, h, w: fs.sum(P[n, c, h + r, w + s] * Wd[c, 0, r, s], axis=[r, s]),
+                   name="D", axis_names=("n", "c", "h", "w"))
+    rc = fs.reduce_axis(C, "rc")
+    O = fs.compute((1, K, H, W), lambda n, k, h, w: fs.sum(D[n, rc, h, w] * Wp[k, rc, 0, 0], axis=rc),
+                   name="O", axis_names=("n", "k", "h", "w"))
+    return LocalTask("depthwise_separable", (I, Wd, Wp), (O,))
+
+
+def conv_bias_relu(C=3, H=7, W=9, K=5):
+    """A padded 3x3 convolution, a per-channel bias and a ReLU: four nodes."""
+    I = fs.placeholder((1, C, H, W), name="I")
+    Wt = fs.placeholder((K, C, 3, 3), name="Wt")
+    bias = fs.placeholder((K,), name="bias")
+    P = pad(I, (0, 0, 1, 1), ("n", "c", "h", "w"), name="P")
+    rc, r, s = fs.reduce_axis(C, "rc"), fs.reduce_axis(3, "r"), fs.reduce_axis(3, "s")
+    conv = fs.compute((1, K, H, W), lambda n, k, h, w: fs.sum(P[n, rc, h + r, w + s] * Wt[k, rc, r, s],
+                                                              axis=[rc, r, s]), name="conv")
+    biased = fs.compute((1, K, H, W), lambda n, k, h, w: conv[n, k, h, w] + bias[k], name="biased")
+    relu = fs.compute((1, K, H, W), lambda n, k, h, w: fs.max(biased[n, k, h, w], 0.0), name="relu")
+    return LocalTask("conv_bias_relu", (I, Wt, bias), (relu,))
+
+
+def softmax_chain(N=9, M=37):
+    """Softmax over the rows of X as four nodes: row maximum, shifted exponent, row sum, quotient."""
+    X = fs.placeholder((N, M), name="X")
+    j, q = fs.reduce_axis(M, "j"), fs.reduce_axis(M, "q")
+    row_max = fs.compute((N,), lambda i: fs.max(X[i, j], axis=j), name="row_max")
+    E = fs.compute((N, M), lambda i, c: fs.exp(X[i, c] - row_max[i]), name="E")
+    total = fs.compute((N,), lambda i: fs.sum(E[i, q], axis=q), name="total")
+    S = fs.compute((N, M), lambda i, c: E[i, c] / total[i], name="S")
+    return LocalTask("softmax", (X,), (S,))
+
+
+def matmul_relu():
+    A, B = fs.placeholder((19, 23), name="A"), fs.placeholder((23, 21), name="B")
+    k = fs.reduce_axis(23, "k")
+    M = fs.compute((19, 21), lambda i, j: fs.sum(A[i, k] * B[k, j], axis=k), name="M")
+    return LocalTask("matmul_relu", (A, B), (fs.compute((19, 21), lambda i, j: fs.max(M[i, j], 0.0), name="R"),))
+
+
+def stencil():
+    X = fs.placeholder((17, 15), name="X")
+    return LocalTask("stencil", (X,), (fs.compute((15, 13), lambda i, j: (X[i, j + 1] + X[i + 2, j + 1] + X[i + 1, j]
+                                                                        + X[i + 1, j + 2]) * 0.25, name="S"),))
+
+
+def max_pooling():
+    """3x3 max pooling with stride 2 and a padding node of -inf, over 1 x 5 x 13 x 11."""
+    I = fs.placeholder((1, 5, 13, 11), name="I")
+    P = fs.compute((1, 5, 15, 13),
+                   lambda b, c, h, w: fs.select(fs.all_of(h >= 1, h < 14, w >= 1, w < 12), I[b, c, h - 1, w - 1],
+                                                float("-inf")), name="P")
+    rh, rw = fs.reduce_axis(3, "rh"), fs.reduce_axis(3, "rw")
+    O = fs.compute((1, 5, 7, 6), lambda b, c, h, w: fs.max(P[b, c, h * 2 + rh, w * 2 + rw], axis=[rh, rw]), name="O")
+    return LocalTask("maxpool", (I,), (O,))
+
+
+GRAPHS = {"depthwise_separable": depthwise_separable, "conv_bias_relu": conv_bias_relu,
+          "softmax": softmax_chain, "matmul_relu": matmul_relu, "stencil": stencil, "maxpool": max_pooling}
+
+
+def stress_points(space, count, seed):
+    """Random points with every producer attached inside its consumer where it may be, every
+    split that can pad its loop padded, and every input packed somewhere: the combination whose
+    interactions lowering must get right."""
+    rng = np.random.default_rng(seed)
+    points = []
+    for _ in range(count):
+        point = list(space.random_point(rng))
+        for position, knob in enumerate(space.knobs):
+            if isinstance(knob, SplitKnob):
+                guarded = [index for index in range(knob.num_values) if knob.is_guarded(index)]
+                if guarded:
+                    point[position] = int(rng.choice(guarded))
+            elif knob.kind == "attach" and "at" in knob.values:
+                point[position] = knob.values.index("at")
+            elif knob.kind == "cache_read":
+                point[position] = int(rng.integers(1, knob.num_values)) if knob.num_values > 1 else 0
+        points.append(tuple(point))
+    return points
+
+
+def covering_points(space, seed):
+    """For every value of every choice knob, a random point that takes it."""
+    rng = np.random.default_rng(seed)
+    points = []
+    for position, knob in enumerate(space.knobs):
+        if isinstance(knob, ChoiceKnob):
+            for index in range(knob.num_values):
+                point = list(space.random_point(rng))
+                point[position] = index
+                points.append(tuple(point))
+    return points
