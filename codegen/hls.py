@@ -58,14 +58,20 @@ class HlsSources:
         return paths
 
 
-def emit_hls(task, schedule, name=None, info=None):
-    """HlsSources of a task under an FPGA schedule (a point of an fpga space)."""
+def lower_hls(task, schedule, name=None, info=None):
+    """(plan, state, Lowered) of a task under an FPGA schedule: the loop IR the HLS printer prints."""
     info = info or analyze(task)
     plan = hls_plan(info, schedule)
     state = plan.schedule.apply(info)
+    lowered = lower(task, state, c_name(name or task.name.lower()))
+    return plan, state, replace(lowered, func=legalize(lowered.func))  # //, %, max and min as C spells them
+
+
+def emit_hls(task, schedule, name=None, info=None):
+    """HlsSources of a task under an FPGA schedule (a point of an fpga space)."""
+    info = info or analyze(task)
     name = c_name(name or task.name.lower())
-    lowered = lower(task, state, name)
-    lowered = replace(lowered, func=legalize(lowered.func))  # //, %, max and min as C spells them
+    plan, state, lowered = lower_hls(task, schedule, name, info)
     printer = HlsPrinter(plan, state, info, len(lowered.inputs))
     return HlsSources(name, printer.kernel(lowered.func), _header(lowered), _testbench(lowered),
                       tuple((b.name, b.shape, b.dtype) for b in lowered.func.params[:len(lowered.inputs)]),
