@@ -14,21 +14,28 @@ Measurer at import time needs the usual `if __name__ == "__main__":` guard.
 from __future__ import annotations
 
 import gc
+import hashlib
 import json
 import math
+import os
 import statistics
+import tempfile
 import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from flexsched.errors import FlexschedError
 from flexsched.target import Target, get_target
 
 from .worker import Worker, WorkerFailure, describe_exception, load_function, one_line
 
 STATUSES = ("ok", "build_error", "runtime_error", "wrong_answer", "timeout", "crash")
 DEFAULT_RUNNER = "codegen.measure:run_candidate"
+DEFAULT_REFERENCE_WRITER = "codegen.measure:write_reference"
+# The numpy reference of a large task can take minutes; it runs once, so it gets far longer than a candidate.
+DEFAULT_REFERENCE_TIMEOUT_S = 600.0
 RTOL = {"float32": 1e-4, "float64": 1e-9}
 MAX_RUNS_PER_REPEAT = 1_000_000
 REFERENCE_CACHE_SIZE = 4
@@ -88,6 +95,7 @@ class MeasureSettings:
     # A candidate whose checked run takes longer than this cannot be a search's best: one more
     # timed run is enough, and the search moves on sooner.
     slow_run_seconds: float = math.inf
+    reference_dir: str = ""   # where the Measurer files each task's reference ("": evaluate it here)
 
 
 @dataclass(frozen=True)
@@ -128,19 +136,35 @@ class MeasureResult:
 
 # ---------------------------------------------------------------- the parent side
 
+class ReferenceFailure(FlexschedError, RuntimeError):
+    """A task's reference outputs could not be computed within the worker's time or memory, so no
+    candidate of it can be checked (one line naming the task)."""
+
+
 class Measurer:
-    """Measures candidates one at a time in a persistent, restartable worker (codegen.worker)."""
+    """Measures candidates one at a time in a persistent, restartable worker (codegen.worker).
+
+    Each task's inputs and reference outputs are computed once per seed, in the worker, under
+    their own time limit (reference_timeout_s) rather than a candidate's, and kept in a file
+    that workers started after a crash read instead of evaluating the reference again."""
 
     def __init__(self, timeout_s=60.0, warmup=1, repeats=5, min_run_seconds=0.01, seed=0,
-                 memory_limit_bytes=None, runner=DEFAULT_RUNNER, slow_run_seconds=math.inf, kinds=("cpu",)):
-        if timeout_s <= 0 or warmup < 0 or repeats < 1 or min_run_seconds < 0:
-            raise ValueError("need timeout_s > 0, warmup >= 0, repeats >= 1 and min_run_seconds >= 0")
+                 memory_limit_bytes=None, runner=DEFAULT_RUNNER, slow_run_seconds=math.inf, kinds=("cpu",),
+                 reference_timeout_s=DEFAULT_REFERENCE_TIMEOUT_S, reference_writer=DEFAULT_REFERENCE_WRITER):
+        if timeout_s <= 0 or reference_timeout_s <= 0 or warmup < 0 or repeats < 1 or min_run_seconds < 0:
+            raise ValueError("need timeout_s > 0, reference_timeout_s > 0, warmup >= 0, repeats >= 1 "
+                             "and min_run_seconds >= 0")
         load_function(runner)  # a misspelt runner fails here, not once per candidate
+        load_function(reference_writer)
         self.timeout_s = float(timeout_s)
+        self.reference_timeout_s = float(reference_timeout_s)
         self.runner = runner
+        self.reference_writer = reference_writer   # 'module:function' that computes and files a reference
         self.settings = MeasureSettings(warmup, repeats, min_run_seconds, seed, slow_run_seconds)
         # The worker starts on the first candidate, so creating a Measurer costs nothing.
         self._worker = Worker(memory_limit_bytes, kinds, name="flexsched-measure")
+        self._reference_dir = None   # a TemporaryDirectory, made for the first reference
+        self._filed = set()          # reference files written by this Measurer's workers
 
     def __enter__(self):
         return self
@@ -161,21 +185,59 @@ class Measurer:
         """The live worker's process id (None before the first candidate or after a failure)."""
         return self._worker.pid
 
+    @property
+    def reference_dir(self):
+        """The folder holding the reference files (None before the first candidate, after close())."""
+        return self._reference_dir.name if self._reference_dir else None
+
     def measure(self, inputs):
-        """One MeasureResult per input, in order, measured one after another."""
+        """One MeasureResult per input, in order, measured one after another; ReferenceFailure if a
+        task's reference outputs cannot be computed."""
         return [self.measure_one(measure_input) for measure_input in inputs]
 
     def measure_one(self, measure_input):
         """Send one candidate to the worker and wait at most timeout_s for its result."""
+        settings = self._settings_with_reference(measure_input)
         try:
-            payload = self._worker.call(self.runner, (measure_input, self.settings), self.timeout_s)
+            payload = self._worker.call(self.runner, (measure_input, settings), self.timeout_s)
         except WorkerFailure as failure:
             return MeasureResult.failure(_FAILURE_STATUS[failure.status], failure.reason)
         return result_from_runner(payload)
 
+    def _settings_with_reference(self, measure_input):
+        """The settings to send with this candidate, once its task's reference is on file."""
+        if self._reference_dir is None:
+            self._reference_dir = tempfile.TemporaryDirectory(prefix="flexsched-references-")
+        settings = replace(self.settings, reference_dir=self._reference_dir.name)
+        path = reference_file(settings, measure_input.task_ref_json)
+        if path not in self._filed:
+            try:
+                self._worker.call(self.reference_writer, (measure_input.task_ref, settings.seed, path),
+                                  self.reference_timeout_s)
+            except WorkerFailure as failure:
+                raise ReferenceFailure(self._reference_failure(measure_input.task_ref, failure)) from None
+            self._filed.add(path)
+        return settings
+
+    def _reference_failure(self, task_ref, failure):
+        """One line: which task's reference failed, how, and under which limit."""
+        task = f"{task_ref['name']}({', '.join(map(str, task_ref['args']))})"
+        what = f"the reference outputs of {task} (seed {self.settings.seed})"
+        if failure.status == "timeout":
+            return f"{what} did not finish within {self.reference_timeout_s:g} s"
+        limit = self.memory_limit_bytes
+        cap = f" (the worker's memory is capped at {limit / 2**30:g} GiB)" if limit else ""
+        if failure.status == "crash":
+            return f"{what} crashed the measurement worker: {failure.reason}{cap}"
+        return f"{what} could not be computed: {failure.reason}{cap}"
+
     def close(self):
-        """Stop the worker; a later measure() starts a new one."""
+        """Stop the worker and delete the reference files; a later measure() starts afresh."""
         self._worker.close()
+        directory, self._reference_dir = self._reference_dir, None
+        self._filed.clear()
+        if directory is not None:
+            directory.cleanup()
 
 
 _FAILURE_STATUS = {"timeout": "timeout", "crash": "crash", "error": "runtime_error"}
@@ -190,7 +252,7 @@ def result_from_runner(payload):
 
 # ---------------------------------------------------------------- the default runner
 
-_references = OrderedDict()  # (task key, seed) -> (inputs, reference outputs), in this worker
+_references = OrderedDict()  # reference file, or (task key, seed) -> (inputs, reference outputs), in this worker
 
 
 def run_candidate(measure_input, settings):
@@ -206,13 +268,14 @@ def run_candidate(measure_input, settings):
         return MeasureResult.failure("build_error", describe_exception(err),
                                      time.perf_counter() - started).to_dict()
     compile_seconds = time.perf_counter() - started
-    return check_and_time(task, kernel, settings, compile_seconds).to_dict()
+    path = reference_file(settings, measure_input.task_ref_json)
+    return check_and_time(task, kernel, settings, compile_seconds, path).to_dict()
 
 
-def check_and_time(task, kernel, settings, compile_seconds):
+def check_and_time(task, kernel, settings, compile_seconds, reference_path=""):
     """A wrong answer is a failure, never a time: check first, then time (on the same arrays, in
     the kernel's memory)."""
-    inputs, references = reference_for(task, settings.seed)
+    inputs, references = reference_for(task, settings.seed, reference_path)
     backend = kernel.backend
     unavailable = backend.unavailable(kernel.target)
     if unavailable:
@@ -234,17 +297,55 @@ def check_and_time(task, kernel, settings, compile_seconds):
                          compile_seconds, "", number)
 
 
-def reference_for(task, seed):
-    """Inputs and reference outputs, evaluated once per task and seed in this worker (it is slow)."""
-    key = (task.key, seed)
+def reference_file(settings, task_ref_json):
+    """Where a Measurer files the task's inputs and reference outputs for settings.seed ('' when
+    the settings name no folder)."""
+    if not settings.reference_dir:
+        return ""
+    digest = hashlib.sha256(f"{task_ref_json}\n{settings.seed}".encode()).hexdigest()[:32]
+    return os.path.join(settings.reference_dir, f"{digest}.npz")
+
+
+def write_reference(task_ref, seed, path):
+    """Evaluate a task's inputs and reference outputs for seed and file them at path (the
+    Measurer runs this in the worker, once per task and seed, under its own time limit)."""
+    from flexsched.registry import task_from_ref
+
+    task = task_from_ref(task_ref)
+    inputs, references = evaluate_reference(task, seed)
+    partial = f"{path}.partial"   # renamed when complete: a killed writer leaves no half-written file
+    with open(partial, "wb") as out:
+        np.savez(out, *inputs, *references)
+    os.replace(partial, path)
+    _remember(path, (inputs, references))
+
+
+def evaluate_reference(task, seed):
+    """(inputs, reference outputs) of a task for seed, evaluated here (it is slow)."""
+    inputs = task.random_inputs(seed)
+    return inputs, [np.asarray(ref) for ref in task.evaluate(*inputs)]
+
+
+def reference_for(task, seed, path=""):
+    """Inputs and reference outputs, read from the file at path (evaluated here without one), and
+    kept for the next candidates of this worker."""
+    key = path or (task.key, seed)
     if key in _references:
         _references.move_to_end(key)
         return _references[key]
-    inputs = task.random_inputs(seed)
-    _references[key] = (inputs, [np.asarray(ref) for ref in task.evaluate(*inputs)])
+    if not path:
+        return _remember(key, evaluate_reference(task, seed))
+    with np.load(path, allow_pickle=False) as stored:
+        arrays = [stored[f"arr_{index}"] for index in range(len(stored.files))]
+    count = len(task.inputs)
+    return _remember(key, (arrays[:count], arrays[count:]))
+
+
+def _remember(key, reference):
+    _references[key] = reference
     while len(_references) > REFERENCE_CACHE_SIZE:
         _references.popitem(last=False)
-    return _references[key]
+    return reference
 
 
 def time_kernel(kernel, arrays, settings, first_run_seconds):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import flexsched
-from explore.evaluator import CpuEvaluator
+from explore.evaluator import CpuEvaluator, ExplorationError
 from explore.optimize import build_best
 from explore.records import load_records
 from flexsched.cli import main
@@ -54,6 +54,17 @@ def test_optimize_returns_a_checked_kernel_and_its_history():
     assert result.trials == 3 == len(result.history)
     assert result.gflops == pytest.approx(task_flops(task) / result.seconds / 1e9)
     check_kernel(task, result.kernel)
+
+
+def test_a_reference_that_cannot_fit_stops_the_search_before_any_candidate(tmp_path):
+    log = tmp_path / "big.jsonl"
+    with pytest.raises(ExplorationError) as caught:
+        flexsched.optimize(("GMM", 30000, 30000, 30000), trials=5, log=str(log), evaluator_options=FAST)
+    message = str(caught.value)
+    assert message.startswith("the reference outputs of GMM(30000, 30000, 30000) (seed 0) could not be computed: "
+                              "MemoryError")
+    assert message.endswith("so no candidate can be checked") and "\n" not in message
+    assert load_records(log) == []
 
 
 def task_flops(task):
