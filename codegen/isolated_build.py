@@ -29,14 +29,15 @@ class BuildError(FlexschedError, RuntimeError):
 def build_isolated(task, schedule=None, target="llvm", name=None, timeout_s=DEFAULT_BUILD_TIMEOUT_S,
                    memory_limit_bytes=None):
     """codegen.kernel.build's Kernel, compiled in a fresh worker that is stopped afterwards
-    (memory_limit_bytes None: the worker's default for the target kind)."""
+    (memory_limit_bytes None: codegen.worker's default cap, 16 GiB, for CPU and GPU builds alike)."""
     target = get_target(target)
     if schedule is None:
         schedule = Schedule()
     elif isinstance(schedule, str):
         schedule = Schedule.from_json(schedule)
     backend = backend_for(target)
-    # A GPU build needs nvcc, not a CUDA context: the worker preloads only the CPU back end.
+    # A GPU build runs nvcc and needs no CUDA context, so its worker creates none and keeps the
+    # memory cap (which nvcc inherits); the cap only has to go where the CUDA driver is loaded.
     with Worker(memory_limit_bytes, kinds=(target.kind,) if target.kind == "cpu" else (),
                 name="flexsched-build") as worker:
         try:

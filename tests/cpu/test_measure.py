@@ -198,8 +198,8 @@ def test_a_slow_reference_is_not_charged_to_the_candidate():
 def test_the_reference_is_computed_once_even_across_worker_restarts(tmp_path, monkeypatch):
     log = tmp_path / "references.log"
     monkeypatch.setenv("REFERENCE_LOG", str(log))
-    with Measurer(timeout_s=60, runner="measure_faults:crash_runner", reference_writer="measure_faults:counted_reference",
-                  **SETTINGS) as measurer:
+    with Measurer(timeout_s=60, runner="measure_faults:crash_runner",
+                  reference_writer="measure_faults:counted_reference", **SETTINGS) as measurer:
         good, crashed, after = measurer.measure([naive(GOOD_TASK), naive(MARKED_TASK), split(GOOD_TASK)])
         (again,) = measurer.measure([naive(MARKED_TASK)])
         directory = measurer.reference_dir
