@@ -37,6 +37,14 @@ class Backend(ABC):
     def compile(self, func, target):
         """An object that runs func when called with one array per parameter (in place)."""
 
+    def compile_artifact(self, func, target):
+        """What compile() makes, as a picklable value (the isolated build compiles in a worker)."""
+        return self.compile(func, target)
+
+    def load_artifact(self, artifact, target):
+        """The runnable object compile() would have made, from what compile_artifact() made."""
+        return artifact
+
     def unavailable(self, target):
         """Why this machine cannot run the kernels ('' when it can)."""
         return ""

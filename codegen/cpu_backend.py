@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+from dataclasses import dataclass
 
 import llvmlite.binding as llvm
 import numpy as np
@@ -64,25 +65,58 @@ def _optimize(module, machine, opt_level):
     builder.getModulePassManager().run(module, builder)
 
 
+@dataclass(frozen=True)
+class MachineCode:
+    """A kernel's optimised module as object code for this host, with what running it needs:
+    picklable, so the isolated worker can compile and the caller load (CompiledFunc)."""
+
+    func: PrimFunc
+    unoptimized_ir: str
+    llvm_ir: str               # the optimised module the object code was generated from
+    object_code: bytes
+    segments: tuple            # (symbol, parallel extent or None), run in order
+    fallbacks: tuple           # vectorized loops that run lane by lane, and why
+    host: tuple                # (CPU name, features) the code was generated for
+
+
+def _this_host():
+    return llvm.get_host_cpu_name(), _host_features()
+
+
+def generate_machine_code(func, unoptimized_ir, opt_level, segments, fallbacks):
+    """Optimise the module at -O<opt_level> and generate its object code for this host."""
+    machine = _target_machine()
+    module = llvm.parse_assembly(unoptimized_ir)
+    module.verify()
+    _optimize(module, machine, opt_level)
+    return MachineCode(func, unoptimized_ir, str(module), machine.emit_object(module), tuple(segments),
+                       tuple(fallbacks), _this_host())
+
+
 class CompiledFunc:
     """A kernel compiled for this CPU; call it with one array per parameter to run it in place."""
 
-    def __init__(self, func, unoptimized_ir, opt_level, segments, fallbacks):
-        self.func = func
-        self.unoptimized_ir = unoptimized_ir
-        self.fallbacks = tuple(fallbacks)   # vectorized loops that run lane by lane, and why
-        machine = _target_machine()
-        module = llvm.parse_assembly(unoptimized_ir)
-        module.verify()
-        _optimize(module, machine, opt_level)
-        self.llvm_ir = str(module)
-        self._engine = llvm.create_mcjit_compiler(module, machine)
+    def __init__(self, code):
+        if code.host != _this_host():
+            raise CodegenError(f"kernel '{code.func.name}' was compiled for CPU '{code.host[0]}' with other "
+                               f"features than this host's ('{_this_host()[0]}')")
+        self.code = code
+        triple, layout = _host_layout()
+        # MCJIT needs a module to start from; the kernel arrives as object code, linked in as it is.
+        self._engine = llvm.create_mcjit_compiler(
+            llvm.parse_assembly(f'target triple = "{triple}"\ntarget datalayout = "{layout}"\n'), _target_machine())
+        self._engine.add_object_file(llvm.ObjectFileRef.from_data(code.object_code))
         self._engine.finalize_object()
-        self.segments = tuple(segments)  # (symbol, parallel extent or None), run in order
         self._segments = [(_SEGMENT_PROTOTYPE(self._engine.get_function_address(symbol)), extent)
-                          for symbol, extent in segments]
-        self._written = written_buffers(func.body)
+                          for symbol, extent in code.segments]
+        self._written = written_buffers(code.func.body)
         self._asm = None
+
+    func = property(lambda self: self.code.func)
+    unoptimized_ir = property(lambda self: self.code.unoptimized_ir)
+    llvm_ir = property(lambda self: self.code.llvm_ir)
+    segments = property(lambda self: self.code.segments)
+    fallbacks = property(lambda self: self.code.fallbacks)
 
     def asm(self):
         """The host assembly of the optimized module."""
@@ -170,6 +204,24 @@ def compile_func(func: PrimFunc, opt_level=3, legalised=False) -> CompiledFunc:
     """Compile a kernel for this CPU (legalised first unless the back end's passes already did,
     so hand-written loop IR compiles too); identical kernels (same LLVM IR, level and host)
     compile once."""
+    text, builder, func = _module_text(func, opt_level, legalised)
+    key = (text, opt_level, *_this_host())
+    with _cache_lock:
+        compiled = _cache.get(key)
+        if compiled is None:
+            code = generate_machine_code(func, text, opt_level, builder.segments, builder.fallbacks)
+            compiled = _cache[key] = CompiledFunc(code)
+    return compiled
+
+
+def machine_code(func: PrimFunc, opt_level=3, legalised=False) -> MachineCode:
+    """What compile_func compiles, as object code not yet loaded (for building in another process)."""
+    text, builder, func = _module_text(func, opt_level, legalised)
+    return generate_machine_code(func, text, opt_level, builder.segments, builder.fallbacks)
+
+
+def _module_text(func, opt_level, legalised):
+    """(unoptimised LLVM IR, its ModuleBuilder, the legalised func), after checking func."""
     if opt_level not in (0, 1, 2, 3):
         raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     for param in func.params:
@@ -180,13 +232,7 @@ def compile_func(func: PrimFunc, opt_level=3, legalised=False) -> CompiledFunc:
     func = func if legalised else legalize(func)
     triple, layout = _host_layout()
     builder = ModuleBuilder(func, triple, layout, host_register_lanes())
-    text = str(builder.build())
-    key = (text, opt_level, llvm.get_host_cpu_name(), _host_features())
-    with _cache_lock:
-        compiled = _cache.get(key)
-        if compiled is None:
-            compiled = _cache[key] = CompiledFunc(func, text, opt_level, builder.segments, builder.fallbacks)
-    return compiled
+    return str(builder.build()), builder, func
 
 
 class CpuBackend(Backend):
@@ -199,6 +245,12 @@ class CpuBackend(Backend):
 
     def compile(self, func, target):
         return compile_func(func, legalised=True)
+
+    def compile_artifact(self, func, target):
+        return machine_code(func, legalised=True)
+
+    def load_artifact(self, artifact, target):
+        return CompiledFunc(artifact)
 
     def preload(self):
         _host_layout()

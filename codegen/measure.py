@@ -1,11 +1,11 @@
 """Measuring candidate schedules: build, check against the reference, then time, in a worker.
 
-Every candidate runs in one persistent worker process, one candidate at a time (two at once
-would disturb each other's timings). A candidate that hangs is killed after timeout_s and one
-that crashes the worker (a segfault in generated code, an abort in LLVM) is reported as such;
-either way the next candidate gets a fresh worker, so one bad candidate never stops a sweep.
-The worker runs under an address-space limit, so a memory blow-up is a MemoryError there
-rather than the machine swapping.
+Every candidate runs in one persistent worker process (codegen.worker), one candidate at a time
+(two at once would disturb each other's timings). A candidate that hangs is killed after
+timeout_s and one that crashes the worker (a segfault in generated code, an abort in LLVM) is
+reported as such; either way the next candidate gets a fresh worker, so one bad candidate never
+stops a sweep. The worker runs under an address-space limit, so a memory blow-up is a
+MemoryError there rather than the machine swapping.
 
 The worker is started with multiprocessing's "spawn" method: a script that creates a
 Measurer at import time needs the usual `if __name__ == "__main__":` guard.
@@ -14,31 +14,31 @@ Measurer at import time needs the usual `if __name__ == "__main__":` guard.
 from __future__ import annotations
 
 import gc
-import importlib
+import hashlib
 import json
 import math
-import multiprocessing
 import os
-import resource
-import signal
 import statistics
-import sys
+import tempfile
 import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
+from flexsched.errors import FlexschedError
 from flexsched.target import Target, get_target
+
+from .worker import Worker, WorkerFailure, describe_exception, load_function, one_line
 
 STATUSES = ("ok", "build_error", "runtime_error", "wrong_answer", "timeout", "crash")
 DEFAULT_RUNNER = "codegen.measure:run_candidate"
+DEFAULT_REFERENCE_WRITER = "codegen.measure:write_reference"
+# The numpy reference of a large task can take minutes; it runs once, so it gets far longer than a candidate.
+DEFAULT_REFERENCE_TIMEOUT_S = 600.0
 RTOL = {"float32": 1e-4, "float64": 1e-9}
-MAX_ERROR_CHARS = 400
 MAX_RUNS_PER_REPEAT = 1_000_000
-WORKER_START_TIMEOUT_S = 120.0
 REFERENCE_CACHE_SIZE = 4
-DEFAULT_MEMORY_LIMIT_BYTES = 16 * 2**30   # the worker's address space on the CPU (0 or None: no cap)
 
 
 # ---------------------------------------------------------------- values
@@ -95,6 +95,7 @@ class MeasureSettings:
     # A candidate whose checked run takes longer than this cannot be a search's best: one more
     # timed run is enough, and the search moves on sooner.
     slow_run_seconds: float = math.inf
+    reference_dir: str = ""   # where the Measurer files each task's reference ("": evaluate it here)
 
 
 @dataclass(frozen=True)
@@ -133,49 +134,37 @@ class MeasureResult:
         return cls(status, compile_seconds=compile_seconds, error=one_line(error))
 
 
-def one_line(text):
-    """Errors travel in tables and logs: one line, bounded length."""
-    text = " ".join(str(text).split())
-    return text if len(text) <= MAX_ERROR_CHARS else text[:MAX_ERROR_CHARS - 3] + "..."
-
-
-def describe_exception(err):
-    """'Type: message', naming a public type (numpy's _ArrayMemoryError reads as MemoryError)."""
-    name = next(cls.__name__ for cls in type(err).__mro__ if not cls.__name__.startswith("_"))
-    return one_line(f"{name}: {err}" if str(err) else name)
-
-
 # ---------------------------------------------------------------- the parent side
 
-class WorkerStartError(RuntimeError):
-    """The measurement worker could not start: the environment, not a candidate, is at fault."""
-
-
-@dataclass
-class _Worker:
-    """A running worker process and the parent's end of its pipe."""
-
-    process: object
-    conn: object
-    next_request: int = 0
+class ReferenceFailure(FlexschedError, RuntimeError):
+    """A task's reference outputs could not be computed within the worker's time or memory, so no
+    candidate of it can be checked (one line naming the task)."""
 
 
 class Measurer:
-    """Measures candidates one at a time in a persistent, restartable worker process."""
+    """Measures candidates one at a time in a persistent, restartable worker (codegen.worker).
+
+    Each task's inputs and reference outputs are computed once per seed, in the worker, under
+    their own time limit (reference_timeout_s) rather than a candidate's, and kept in a file
+    that workers started after a crash read instead of evaluating the reference again."""
 
     def __init__(self, timeout_s=60.0, warmup=1, repeats=5, min_run_seconds=0.01, seed=0,
-                 memory_limit_bytes=None, runner=DEFAULT_RUNNER, slow_run_seconds=math.inf, kinds=("cpu",)):
-        if timeout_s <= 0 or warmup < 0 or repeats < 1 or min_run_seconds < 0:
-            raise ValueError("need timeout_s > 0, warmup >= 0, repeats >= 1 and min_run_seconds >= 0")
-        load_runner(runner)  # a misspelt runner fails here, not once per candidate
+                 memory_limit_bytes=None, runner=DEFAULT_RUNNER, slow_run_seconds=math.inf, kinds=("cpu",),
+                 reference_timeout_s=DEFAULT_REFERENCE_TIMEOUT_S, reference_writer=DEFAULT_REFERENCE_WRITER):
+        if timeout_s <= 0 or reference_timeout_s <= 0 or warmup < 0 or repeats < 1 or min_run_seconds < 0:
+            raise ValueError("need timeout_s > 0, reference_timeout_s > 0, warmup >= 0, repeats >= 1 "
+                             "and min_run_seconds >= 0")
+        load_function(runner)  # a misspelt runner fails here, not once per candidate
+        load_function(reference_writer)
         self.timeout_s = float(timeout_s)
-        if memory_limit_bytes is None:  # the CUDA driver reserves far more address space than memory
-            memory_limit_bytes = 0 if "gpu" in kinds else DEFAULT_MEMORY_LIMIT_BYTES
-        self.memory_limit_bytes = memory_limit_bytes
+        self.reference_timeout_s = float(reference_timeout_s)
         self.runner = runner
-        self.kinds = tuple(kinds)   # target kinds whose back ends the worker loads before it is ready
+        self.reference_writer = reference_writer   # 'module:function' that computes and files a reference
         self.settings = MeasureSettings(warmup, repeats, min_run_seconds, seed, slow_run_seconds)
-        self._worker = None
+        # The worker starts on the first candidate, so creating a Measurer costs nothing.
+        self._worker = Worker(memory_limit_bytes, kinds, name="flexsched-measure")
+        self._reference_dir = None   # a TemporaryDirectory, made for the first reference
+        self._filed = set()          # reference files written by this Measurer's workers
 
     def __enter__(self):
         return self
@@ -184,123 +173,74 @@ class Measurer:
         self.close()
 
     @property
+    def memory_limit_bytes(self):
+        return self._worker.memory_limit_bytes
+
+    @property
+    def kinds(self):
+        return self._worker.kinds
+
+    @property
     def worker_pid(self):
         """The live worker's process id (None before the first candidate or after a failure)."""
-        return self._worker.process.pid if self._worker else None
+        return self._worker.pid
+
+    @property
+    def reference_dir(self):
+        """The folder holding the reference files (None before the first candidate, after close())."""
+        return self._reference_dir.name if self._reference_dir else None
 
     def measure(self, inputs):
-        """One MeasureResult per input, in order, measured one after another."""
+        """One MeasureResult per input, in order, measured one after another; ReferenceFailure if a
+        task's reference outputs cannot be computed."""
         return [self.measure_one(measure_input) for measure_input in inputs]
 
     def measure_one(self, measure_input):
         """Send one candidate to the worker and wait at most timeout_s for its result."""
-        worker = self._ensure_worker()
-        worker.next_request += 1
-        request = worker.next_request
+        settings = self._settings_with_reference(measure_input)
         try:
-            worker.conn.send((request, self.runner, measure_input, self.settings))
-            return self._await_result(worker, request)
-        except BaseException:
-            self._discard_worker()  # interrupted mid-candidate: its late answer must not be read
-            raise
-
-    def _await_result(self, worker, request):
-        """The worker's answer to `request`, or timeout/crash (after which the worker is replaced)."""
-        state = self._wait_for_answer(worker)
-        if state == "timeout":
-            self._discard_worker()
-            return MeasureResult.failure("timeout", f"worker killed after {self.timeout_s:.1f} s")
-        try:
-            answer, payload = worker.conn.recv() if state == "readable" else (None, None)
-        except (EOFError, OSError):
-            answer = None
-        if answer is None:
-            reason = self._death_reason(worker)
-            self._discard_worker()
-            return MeasureResult.failure("crash", reason)
-        if answer != request:
-            self._discard_worker()
-            raise RuntimeError(f"measurement worker answered request {answer}, expected {request}")
+            payload = self._worker.call(self.runner, (measure_input, settings), self.timeout_s)
+        except WorkerFailure as failure:
+            return MeasureResult.failure(_FAILURE_STATUS[failure.status], failure.reason)
         return result_from_runner(payload)
 
-    def _wait_for_answer(self, worker):
-        """'readable' (an answer, or EOF from a dead worker), 'dead' (died, pipe still open) or
-        'timeout' after timeout_s."""
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            remaining = deadline - time.monotonic()
-            if worker.conn.poll(max(0.0, min(remaining, 1.0))):
-                return "readable"
-            if not worker.process.is_alive():
-                return "readable" if worker.conn.poll(0) else "dead"
-            if remaining <= 0:
-                return "timeout"
-
-    def _ensure_worker(self):
-        if self._worker is None or not self._worker.process.is_alive():
-            self._discard_worker()
-            self._worker = self._start_worker()
-        return self._worker
-
-    def _start_worker(self):
-        """Spawn a worker and wait until it has imported the code generator and limited its memory."""
-        context = multiprocessing.get_context("spawn")
-        parent_conn, child_conn = context.Pipe()
-        process = context.Process(target=worker_main, name="flexsched-measure",
-                                  args=(child_conn, list(sys.path), self.memory_limit_bytes, self.kinds),
-                                  daemon=True)
-        process.start()
-        child_conn.close()
-        worker = _Worker(process, parent_conn)
-        if not parent_conn.poll(WORKER_START_TIMEOUT_S):
-            self._stop(worker)
-            raise WorkerStartError(f"measurement worker did not start within {WORKER_START_TIMEOUT_S:.0f} s")
-        try:
-            parent_conn.recv()
-        except (EOFError, OSError):
-            reason = self._death_reason(worker)
-            self._stop(worker)
-            raise WorkerStartError(f"measurement worker failed to start: {reason}") from None
-        return worker
-
-    @staticmethod
-    def _death_reason(worker):
-        """'worker died with signal SIGSEGV' or 'worker exited with code 3'."""
-        worker.process.join(timeout=5.0)
-        code = worker.process.exitcode
-        if code is None:
-            return "worker closed its pipe but is still running"
-        if code < 0:
+    def _settings_with_reference(self, measure_input):
+        """The settings to send with this candidate, once its task's reference is on file."""
+        if self._reference_dir is None:
+            self._reference_dir = tempfile.TemporaryDirectory(prefix="flexsched-references-")
+        settings = replace(self.settings, reference_dir=self._reference_dir.name)
+        path = reference_file(settings, measure_input.task_ref_json)
+        if path not in self._filed:
             try:
-                return f"worker died with signal {signal.Signals(-code).name}"
-            except ValueError:
-                return f"worker died with signal {-code}"
-        return f"worker exited with code {code}"
+                self._worker.call(self.reference_writer, (measure_input.task_ref, settings.seed, path),
+                                  self.reference_timeout_s)
+            except WorkerFailure as failure:
+                raise ReferenceFailure(self._reference_failure(measure_input.task_ref, failure)) from None
+            self._filed.add(path)
+        return settings
 
-    def _discard_worker(self):
-        """Kill the current worker (if any); the next candidate starts a fresh one."""
-        worker, self._worker = self._worker, None
-        if worker is not None:
-            self._stop(worker, graceful=False)
-
-    @staticmethod
-    def _stop(worker, graceful=False):
-        if graceful and worker.process.is_alive():
-            try:
-                worker.conn.send(None)
-                worker.process.join(timeout=2.0)
-            except (OSError, ValueError):
-                pass
-        if worker.process.is_alive():
-            worker.process.kill()
-        worker.process.join(timeout=5.0)
-        worker.conn.close()
+    def _reference_failure(self, task_ref, failure):
+        """One line: which task's reference failed, how, and under which limit."""
+        task = f"{task_ref['name']}({', '.join(map(str, task_ref['args']))})"
+        what = f"the reference outputs of {task} (seed {self.settings.seed})"
+        if failure.status == "timeout":
+            return f"{what} did not finish within {self.reference_timeout_s:g} s"
+        limit = self.memory_limit_bytes
+        cap = f" (the worker's memory is capped at {limit / 2**30:g} GiB)" if limit else ""
+        if failure.status == "crash":
+            return f"{what} crashed the measurement worker: {failure.reason}{cap}"
+        return f"{what} could not be computed: {failure.reason}{cap}"
 
     def close(self):
-        """Stop the worker; a later measure() starts a new one."""
-        worker, self._worker = self._worker, None
-        if worker is not None:
-            self._stop(worker, graceful=True)
+        """Stop the worker and delete the reference files; a later measure() starts afresh."""
+        self._worker.close()
+        directory, self._reference_dir = self._reference_dir, None
+        self._filed.clear()
+        if directory is not None:
+            directory.cleanup()
+
+
+_FAILURE_STATUS = {"timeout": "timeout", "crash": "crash", "error": "runtime_error"}
 
 
 def result_from_runner(payload):
@@ -310,82 +250,9 @@ def result_from_runner(payload):
     return MeasureResult.from_dict(payload)
 
 
-def load_runner(path):
-    """The function a 'module:function' path names."""
-    module_name, _, function_name = path.partition(":")
-    if not module_name or not function_name:
-        raise ValueError(f"runner must be 'module:function', got {path!r}")
-    function = getattr(importlib.import_module(module_name), function_name, None)
-    if not callable(function):
-        raise ValueError(f"runner {path!r}: module '{module_name}' has no function '{function_name}'")
-    return function
-
-
-# ---------------------------------------------------------------- the worker
-
-def worker_main(conn, parent_sys_path, memory_limit_bytes, kinds=("cpu",)):
-    """Worker loop: (request, runner, input, settings) in, (request, result dict) out; None stops it.
-
-    A back end left unhealthy by a candidate (a kernel that faulted the GPU spoils its context)
-    ends the loop once the result is sent; the parent starts a fresh worker for the next one."""
-    sys.path[:] = parent_sys_path
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
-    _preload_code_generator(kinds)
-    limit_address_space(memory_limit_bytes)
-    conn.send(("ready", os.getpid()))
-    while True:
-        try:
-            message = conn.recv()
-        except (EOFError, OSError):
-            return
-        if message is None:
-            return
-        request, runner_path, measure_input, settings = message
-        conn.send((request, _run_safely(runner_path, measure_input, settings)))
-        if not _backends_healthy():
-            return
-
-
-def _run_safely(runner_path, measure_input, settings):
-    """The runner's result; anything it raises (MemoryError included) is a runtime_error."""
-    try:
-        return load_runner(runner_path)(measure_input, settings)
-    except Exception as err:  # noqa: BLE001 - every failure is data about the candidate
-        return MeasureResult.failure("runtime_error", describe_exception(err)).to_dict()
-
-
-def _preload_code_generator(kinds):
-    """Import before the memory limit and outside every candidate's time limit."""
-    import codegen.kernel  # noqa: F401
-    import flexsched.registry  # noqa: F401
-    from codegen.backend import backend_for
-
-    for kind in kinds:
-        try:
-            backend_for(kind).preload()
-        except Exception:  # noqa: BLE001 - a broken back end shows up as each candidate's build_error
-            pass
-
-
-def _backends_healthy():
-    """Whether every back end this worker has loaded can take another candidate."""
-    from codegen.backend import loaded_backends
-
-    return all(backend.healthy() for backend in loaded_backends())
-
-
-def limit_address_space(limit_bytes):
-    """Cap virtual memory so a blow-up raises MemoryError here (None or 0: no cap)."""
-    if not limit_bytes:
-        return
-    _, hard = resource.getrlimit(resource.RLIMIT_AS)
-    soft = limit_bytes if hard == resource.RLIM_INFINITY else min(limit_bytes, hard)
-    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
-
-
 # ---------------------------------------------------------------- the default runner
 
-_references = OrderedDict()  # (task key, seed) -> (inputs, reference outputs), in this worker
+_references = OrderedDict()  # reference file, or (task key, seed) -> (inputs, reference outputs), in this worker
 
 
 def run_candidate(measure_input, settings):
@@ -401,13 +268,14 @@ def run_candidate(measure_input, settings):
         return MeasureResult.failure("build_error", describe_exception(err),
                                      time.perf_counter() - started).to_dict()
     compile_seconds = time.perf_counter() - started
-    return check_and_time(task, kernel, settings, compile_seconds).to_dict()
+    path = reference_file(settings, measure_input.task_ref_json)
+    return check_and_time(task, kernel, settings, compile_seconds, path).to_dict()
 
 
-def check_and_time(task, kernel, settings, compile_seconds):
+def check_and_time(task, kernel, settings, compile_seconds, reference_path=""):
     """A wrong answer is a failure, never a time: check first, then time (on the same arrays, in
     the kernel's memory)."""
-    inputs, references = reference_for(task, settings.seed)
+    inputs, references = reference_for(task, settings.seed, reference_path)
     backend = kernel.backend
     unavailable = backend.unavailable(kernel.target)
     if unavailable:
@@ -429,17 +297,55 @@ def check_and_time(task, kernel, settings, compile_seconds):
                          compile_seconds, "", number)
 
 
-def reference_for(task, seed):
-    """Inputs and reference outputs, evaluated once per task and seed in this worker (it is slow)."""
-    key = (task.key, seed)
+def reference_file(settings, task_ref_json):
+    """Where a Measurer files the task's inputs and reference outputs for settings.seed ('' when
+    the settings name no folder)."""
+    if not settings.reference_dir:
+        return ""
+    digest = hashlib.sha256(f"{task_ref_json}\n{settings.seed}".encode()).hexdigest()[:32]
+    return os.path.join(settings.reference_dir, f"{digest}.npz")
+
+
+def write_reference(task_ref, seed, path):
+    """Evaluate a task's inputs and reference outputs for seed and file them at path (the
+    Measurer runs this in the worker, once per task and seed, under its own time limit)."""
+    from flexsched.registry import task_from_ref
+
+    task = task_from_ref(task_ref)
+    inputs, references = evaluate_reference(task, seed)
+    partial = f"{path}.partial"   # renamed when complete: a killed writer leaves no half-written file
+    with open(partial, "wb") as out:
+        np.savez(out, *inputs, *references)
+    os.replace(partial, path)
+    _remember(path, (inputs, references))
+
+
+def evaluate_reference(task, seed):
+    """(inputs, reference outputs) of a task for seed, evaluated here (it is slow)."""
+    inputs = task.random_inputs(seed)
+    return inputs, [np.asarray(ref) for ref in task.evaluate(*inputs)]
+
+
+def reference_for(task, seed, path=""):
+    """Inputs and reference outputs, read from the file at path (evaluated here without one), and
+    kept for the next candidates of this worker."""
+    key = path or (task.key, seed)
     if key in _references:
         _references.move_to_end(key)
         return _references[key]
-    inputs = task.random_inputs(seed)
-    _references[key] = (inputs, [np.asarray(ref) for ref in task.evaluate(*inputs)])
+    if not path:
+        return _remember(key, evaluate_reference(task, seed))
+    with np.load(path, allow_pickle=False) as stored:
+        arrays = [stored[f"arr_{index}"] for index in range(len(stored.files))]
+    count = len(task.inputs)
+    return _remember(key, (arrays[:count], arrays[count:]))
+
+
+def _remember(key, reference):
+    _references[key] = reference
     while len(_references) > REFERENCE_CACHE_SIZE:
         _references.popitem(last=False)
-    return _references[key]
+    return reference
 
 
 def time_kernel(kernel, arrays, settings, first_run_seconds):

@@ -4,7 +4,9 @@ Each compile returns the PTX of every kernel entry with the source line each ins
 from (nvcc -lineinfo writes `.loc` directives), and what ptxas reports of each entry: registers,
 spills, stack and static shared memory. nvcc starts slowly (about 0.3 s here), so several
 independent sources compile as one translation unit, each behind a `#line` directive naming
-it; a unit that fails is then compiled alone, so one bad source fails only itself.
+it; a unit that fails is then compiled alone, so one bad source fails only itself. Every run of
+nvcc or ptxas has a time limit (COMPILE_TIMEOUT_S unless the caller gives one), after which it and
+the compilers it started are killed and the unit fails with a CudaCompileError.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -134,13 +137,20 @@ def _compile_together(nvcc, sources, arch, timeout_s):
 
 
 def _run(command, tool, timeout_s):
-    """The command's stderr and stdout; CudaCompileError with its first error line on failure."""
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
-    except subprocess.TimeoutExpired:
-        raise CudaCompileError(f"{tool} took longer than {timeout_s:.0f} s") from None
-    output = done.stderr + done.stdout
-    if done.returncode != 0:
+    """The command's stderr and stdout; CudaCompileError with its first error line on failure, or
+    when it outlives timeout_s."""
+    # nvcc runs cicc and ptxas as children of its own: started in a session of its own, a timeout
+    # kills them all, where killing nvcc alone would leave them running.
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as process:
+        try:
+            stdout, stderr = process.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.communicate()
+            raise CudaCompileError(f"{tool} took longer than {timeout_s:.0f} s") from None
+    output = stderr + stdout
+    if process.returncode != 0:
         lines = [line for line in output.splitlines() if "error" in line.lower()] or output.splitlines() or ["?"]
         first = re.sub(r"unit\d+\.cu\((\d+)\)", r"line \1", lines[0].strip())
         raise CudaCompileError(f"{tool} failed: {first}")

@@ -66,27 +66,32 @@ class Evaluator(ABC):
 
 class MeasureEvaluator(Evaluator):
     """Builds, checks and times each point's kernel on the target's device, in codegen.measure's
-    isolated worker (the CPU here, or a GPU through cupy)."""
+    isolated worker (the CPU here, or a GPU through cupy). A task whose reference outputs cannot
+    be computed in the worker's time or memory is an ExplorationError at its first evaluation."""
 
     name = "measure"
 
     def __init__(self, target="llvm", timeout_s=60.0, warmup=1, repeats=3, min_run_seconds=0.01, seed=0,
-                 memory_limit_bytes=None, runner=None, slow_run_seconds=math.inf):
-        from codegen.measure import DEFAULT_RUNNER, Measurer
+                 memory_limit_bytes=None, runner=None, slow_run_seconds=math.inf, reference_timeout_s=None):
+        from codegen.measure import DEFAULT_REFERENCE_TIMEOUT_S, DEFAULT_RUNNER, Measurer
 
         self.target = get_target(target)
         # The worker starts on the first candidate, so creating an evaluator costs nothing.
         self._measurer = Measurer(timeout_s=timeout_s, warmup=warmup, repeats=repeats,
                                   min_run_seconds=min_run_seconds, seed=seed,
                                   memory_limit_bytes=memory_limit_bytes, runner=runner or DEFAULT_RUNNER,
-                                  slow_run_seconds=slow_run_seconds, kinds=(self.target.kind,))
+                                  slow_run_seconds=slow_run_seconds, kinds=(self.target.kind,),
+                                  reference_timeout_s=reference_timeout_s or DEFAULT_REFERENCE_TIMEOUT_S)
 
     def evaluate(self, task, space, points):
-        from codegen.measure import MeasureInput
+        from codegen.measure import MeasureInput, ReferenceFailure
 
         inputs = [MeasureInput.of(task, space.schedule(point), self.target) for point in points]
-        return [Evaluation(result.status, result.seconds, result.error, result.to_dict())
-                for result in self._measurer.measure(inputs)]
+        try:
+            results = self._measurer.measure(inputs)
+        except ReferenceFailure as err:  # no candidate of this task could be checked: stop the search
+            raise ExplorationError(f"{err}, so no candidate can be checked") from None
+        return [Evaluation(result.status, result.seconds, result.error, result.to_dict()) for result in results]
 
     def close(self):
         self._measurer.close()

@@ -90,9 +90,10 @@ def _has_back_end(target):
 
 
 def build_best(path, task=None, target="llvm"):
-    """The kernel of the best record in a file, built without searching (of `task` if given)."""
+    """The kernel of the best record in a file, built without searching (of `task` if given), in
+    the isolated build worker (a build that fails, hangs or crashes is a codegen BuildError)."""
     from analysis import analyze
-    from codegen.kernel import build
+    from codegen.isolated_build import build_isolated
     from flexsched.registry import task_from_ref
     from space import generate
 
@@ -104,7 +105,7 @@ def build_best(path, task=None, target="llvm"):
                                + (f" of {task} on {target.name}" if task is not None else ""))
     task = task or task_from_ref(best[0].task_ref)
     space = generate(analyze(task), target)
-    return build(task, space.schedule(best[0].config), target)
+    return build_isolated(task, space.schedule(best[0].config), target)
 
 
 def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False, seed=0, evaluator=None,
@@ -163,8 +164,8 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     schedule = space.schedule(best.point)
     kernel = None
     if build_kernel and _has_back_end(target):
-        from codegen.kernel import build
+        from codegen.isolated_build import build_isolated
 
-        kernel = build(task, schedule, target)
+        kernel = build_isolated(task, schedule, target)  # its limits protect this process from the compiler
     return TuneResult(task, target, method, space.config(best.point), schedule, best.seconds, best.gflops,
                       kernel, history, len(history), len(history) - outcome.resumed, outcome.stop_reason)

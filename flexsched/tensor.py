@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
+import os
 from dataclasses import dataclass
+
+import numpy as np
 
 from . import dtypes
 from .errors import DefinitionError
 from .expr import Expr, IterVar, Load, Reduce, as_expr, cast, loads_of
+
+# No real tensor dimension comes near this, and it keeps arithmetic on extents cheap (the
+# schedule space factorises every extent by trial division, up to its square root).
+MAX_EXTENT = 2**31
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,13 +102,36 @@ def _check_shape(name, shape):
     for dim, extent in enumerate(shape):
         if isinstance(extent, bool) or not isinstance(extent, int) or extent <= 0:
             raise DefinitionError(f"tensor '{name}': shape[{dim}] must be a positive integer, got {extent!r}")
+        if extent > MAX_EXTENT:
+            raise DefinitionError(f"tensor '{name}': shape[{dim}] is {extent}, beyond the largest extent "
+                                  f"supported, 2**31 = {MAX_EXTENT}")
     return tuple(int(extent) for extent in shape)
+
+
+@functools.cache
+def machine_memory_bytes():
+    """This machine's physical memory."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _check_fits(name, shape, dtype):
+    """Refuse a tensor that could never be allocated here, before anything is built for it."""
+    size = math.prod(shape) * np.dtype(dtype).itemsize
+    if size > machine_memory_bytes():
+        raise DefinitionError(f"tensor '{name}': shape {'x'.join(map(str, shape))} of {dtype} needs "
+                              f"{_gib(size)}, more than this machine's memory ({_gib(machine_memory_bytes())})")
+
+
+def _gib(size):
+    return f"{size / 2**30:.3g} GiB"
 
 
 def placeholder(shape, dtype="float32", name="placeholder"):
     """An input tensor of the computation."""
     _check_name(name)
-    return Tensor(name, _check_shape(name, shape), dtypes.check_tensor_dtype(dtype, name))
+    shape = _check_shape(name, shape)
+    _check_fits(name, shape, dtypes.check_tensor_dtype(dtype, name))
+    return Tensor(name, shape, dtype)
 
 
 def reduce_axis(extent, name="rk"):
@@ -108,6 +139,9 @@ def reduce_axis(extent, name="rk"):
     _check_name(name, "reduce axis")
     if isinstance(extent, bool) or not isinstance(extent, int) or extent <= 0:
         raise DefinitionError(f"reduce axis '{name}': extent must be a positive integer, got {extent!r}")
+    if extent > MAX_EXTENT:
+        raise DefinitionError(f"reduce axis '{name}': extent {extent} is beyond the largest extent supported, "
+                              f"2**31 = {MAX_EXTENT}")
     return IterVar(name, extent, "reduce")
 
 
@@ -157,6 +191,7 @@ def compute(shape, fcompute, name="compute", dtype=None, tag="", axis_names=None
     if dtype is not None:
         dtypes.check_tensor_dtype(dtype, name)
         body = _cast_body(body, dtype)
+    _check_fits(name, shape, body.dtype)
     validate_compute(name, axes, body)
     return Tensor(name, shape, body.dtype, axes, body, tag)
 

@@ -1,9 +1,9 @@
 """Runners that misbehave on purpose, for testing the measurement harness.
 
-Each wraps codegen.measure.run_candidate and misbehaves only for a marked candidate, a GMM
-task with M == 13, so a sweep can mix good and bad candidates. The worker imports this module
-by name ("measure_faults:crash_runner"), which works because the worker gets the parent's
-sys.path and pytest puts this directory on it.
+Each wraps codegen.measure.run_candidate (or write_reference) and misbehaves only for a
+marked candidate, a GMM task with M == 13, so a sweep can mix good and bad candidates. The
+worker imports this module by name ("measure_faults:crash_runner"), which works because the
+worker gets the parent's sys.path and pytest puts this directory on it.
 """
 
 import os
@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from codegen.kernel import Kernel
-from codegen.measure import run_candidate
+from codegen.measure import run_candidate, write_reference
 
 MARKED_M = 13
 
@@ -68,3 +68,17 @@ def memory_runner(measure_input, settings):
     if is_marked(measure_input):
         np.ones(64 * 2**30, dtype=np.uint8)
     return run_candidate(measure_input, settings)
+
+
+def slow_reference(task_ref, seed, path):
+    """Take 3 s longer over the marked task's reference, as a large task's numpy reference would."""
+    if task_ref["name"] == "GMM" and task_ref["args"][0] == MARKED_M:
+        time.sleep(3)
+    write_reference(task_ref, seed, path)
+
+
+def counted_reference(task_ref, seed, path):
+    """Write the reference and append a line naming its task to the file $REFERENCE_LOG."""
+    write_reference(task_ref, seed, path)
+    with open(os.environ["REFERENCE_LOG"], "a") as log:
+        log.write(f"{task_ref['name']}{task_ref['args']}\n")

@@ -8,7 +8,7 @@ import os
 import numpy as np
 import pytest
 
-from codegen.measure import MeasureInput, MeasureResult, Measurer, compare_array
+from codegen.measure import MeasureInput, MeasureResult, Measurer, ReferenceFailure, compare_array
 from flexsched.registry import get_task
 from flexsched.schedule import Parallel, Reorder, Schedule, Split
 
@@ -185,3 +185,47 @@ def test_slow_candidates_are_timed_once():
     with Measurer(timeout_s=60, repeats=5, slow_run_seconds=0.0) as measurer:
         (result,) = measurer.measure([MeasureInput(get_task("GMM", 16, 16, 16).ref(), Schedule().to_json())])
     assert result.ok and result.repeats == 1 and result.number == 1
+
+
+# ---------------------------------------------------------------- the reference, once per task and seed
+
+def test_a_slow_reference_is_not_charged_to_the_candidate():
+    with Measurer(timeout_s=2, reference_writer="measure_faults:slow_reference", **SETTINGS) as measurer:
+        (result,) = measurer.measure([naive(MARKED_TASK)])  # its reference takes 3 s, the candidate far less
+    assert_ok(result)
+
+
+def test_the_reference_is_computed_once_even_across_worker_restarts(tmp_path, monkeypatch):
+    log = tmp_path / "references.log"
+    monkeypatch.setenv("REFERENCE_LOG", str(log))
+    with Measurer(timeout_s=60, runner="measure_faults:crash_runner",
+                  reference_writer="measure_faults:counted_reference", **SETTINGS) as measurer:
+        good, crashed, after = measurer.measure([naive(GOOD_TASK), naive(MARKED_TASK), split(GOOD_TASK)])
+        (again,) = measurer.measure([naive(MARKED_TASK)])
+        directory = measurer.reference_dir
+        assert len(os.listdir(directory)) == 2   # one file per task and seed
+    assert_ok(good)
+    assert_ok(after)
+    assert_failed(crashed, "crash", "SIGSEGV")
+    assert_failed(again, "crash", "SIGSEGV")
+    assert log.read_text().splitlines() == ["GMM[16, 16, 16]", "GMM[13, 16, 16]"]
+    assert not os.path.exists(directory)   # close() deletes the files
+
+
+def test_a_reference_out_of_time_is_one_error_naming_the_task():
+    with Measurer(timeout_s=60, reference_timeout_s=1, reference_writer="measure_faults:slow_reference",
+                  **SETTINGS) as measurer:
+        with pytest.raises(ReferenceFailure) as caught:
+            measurer.measure([naive(MARKED_TASK), naive(MARKED_TASK)])
+        assert_ok(measurer.measure_one(naive(GOOD_TASK)))   # other tasks are still measured
+    assert str(caught.value) == "the reference outputs of GMM(13, 16, 16) (seed 0) did not finish within 1 s"
+
+
+def test_a_reference_out_of_memory_is_one_error_naming_the_task_and_the_cap():
+    with Measurer(timeout_s=60, **SETTINGS) as measurer:
+        with pytest.raises(ReferenceFailure) as caught:
+            measurer.measure([naive(get_task("GMM", 30000, 30000, 30000))])
+    message = str(caught.value)
+    assert message.startswith("the reference outputs of GMM(30000, 30000, 30000) (seed 0) could not be computed: "
+                              "MemoryError")
+    assert message.endswith("(the worker's memory is capped at 4 GiB)") and "\n" not in message

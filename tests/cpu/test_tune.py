@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import flexsched
-from explore.evaluator import CpuEvaluator
+from codegen import cpu_backend
+from explore.evaluator import CpuEvaluator, ExplorationError
 from explore.optimize import build_best
 from explore.records import load_records
 from flexsched.cli import main
@@ -47,13 +48,28 @@ def test_tune_json_last_line_and_best_rebuilt_from_the_log(tmp_path):
     check_kernel(task, kernel)
 
 
-def test_optimize_returns_a_checked_kernel_and_its_history():
+def test_optimize_returns_a_checked_kernel_and_its_history(monkeypatch):
+    def refuse(*args):
+        raise AssertionError("LLVM ran in the calling process")
+
+    monkeypatch.setattr(cpu_backend, "generate_machine_code", refuse)  # candidates and the final build: in workers
     task = get_task("GMM", 24, 16, 32)
     with CpuEvaluator(**FAST) as evaluator:
         result = flexsched.optimize(task, trials=3, method="random", evaluator=evaluator, seed=1)
     assert result.trials == 3 == len(result.history)
     assert result.gflops == pytest.approx(task_flops(task) / result.seconds / 1e9)
     check_kernel(task, result.kernel)
+
+
+def test_a_reference_that_cannot_fit_stops_the_search_before_any_candidate(tmp_path):
+    log = tmp_path / "big.jsonl"
+    with pytest.raises(ExplorationError) as caught:
+        flexsched.optimize(("GMM", 30000, 30000, 30000), trials=5, log=str(log), evaluator_options=FAST)
+    message = str(caught.value)
+    assert message.startswith("the reference outputs of GMM(30000, 30000, 30000) (seed 0) could not be computed: "
+                              "MemoryError")
+    assert message.endswith("so no candidate can be checked") and "\n" not in message
+    assert load_records(log) == []
 
 
 def task_flops(task):

@@ -44,6 +44,17 @@ def test_a_kernel_shows_its_cuda_source_ptx_and_ptxas_figures():
     assert launch.shared_bytes == (32 * 8 + 8 * 32) * 4
 
 
+def test_an_isolated_build_brings_back_what_nvcc_made_in_the_worker():
+    from codegen.isolated_build import build_isolated
+
+    task = get_task("GMM", 64, 64, 64)
+    isolated = build_isolated(task, gmm_point(task), "cuda")
+    in_process = build(task, gmm_point(task), "cuda")
+    assert isolated.source == in_process.source and isolated.assembly() == in_process.assembly()
+    assert isolated.compiled.unit.cubin == in_process.compiled.unit.cubin and isolated.compiled.unit.cubin
+    assert isolated.compiled.resources == in_process.compiled.resources
+
+
 def test_aligned_contiguous_refills_copy_float4_and_others_do_not():
     task = get_task("GMM", 64, 64, 64)
     assert "float4" in build(task, gmm_point(task), "cuda").source

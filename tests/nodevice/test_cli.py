@@ -123,3 +123,19 @@ def test_space_sizes_for_every_library_operator(target):
         status, text = run("space", name, *args.split(), "--target", target, "--json")
         assert status == 0, name
         assert json.loads(text)["size"] >= 1
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["space", "GMM", "99999999999999999999", "2", "2"],
+     "flexsched: error: task GMM: tensor 'A': shape[0] is 99999999999999999999, beyond the largest extent supported, "
+     "2**31 = 2147483648\n"),
+    (["space", "GMM", "2147483648", "1", "2147483648"],
+     "flexsched: error: task GMM: tensor 'O': shape 2147483648x2147483648 of float32 needs 1.72e+10 GiB, more than "
+     "this machine's memory ("),
+    (["tune", "C2D", "1", "3000000000", "8", "8", "4", "3", "1", "1"],
+     "flexsched: error: task C2D: tensor 'I': shape[1] is 3000000000, beyond"),
+])
+def test_a_shape_too_large_is_refused_at_once_from_a_real_process(argv, expected):
+    result = subprocess.run([sys.executable, "-m", "flexsched", *argv], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.startswith(expected) and result.stderr.count("\n") == 1

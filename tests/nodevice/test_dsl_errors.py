@@ -4,6 +4,7 @@ import pytest
 
 import flexsched as fs
 from flexsched import DefinitionError
+from flexsched.tensor import machine_memory_bytes
 
 A = fs.placeholder((8, 6), name="A")
 B = fs.placeholder((6,), name="B")
@@ -162,3 +163,28 @@ def test_bad_tensor_name():
 def test_returning_a_tensor_instead_of_an_element():
     message = error_of(lambda: fs.compute((6,), lambda i: B, name="C"))
     assert "tensor 'C'" in message and "'B'" in message
+
+
+def test_an_extent_beyond_2_to_the_31_is_refused():
+    message = error_of(lambda: fs.placeholder((4, 2**31 + 1), name="Huge"))
+    assert message == "tensor 'Huge': shape[1] is 2147483649, beyond the largest extent supported, 2**31 = 2147483648"
+    assert "reduce axis 'rk'" in error_of(lambda: fs.reduce_axis(10**20, "rk"))
+    assert fs.reduce_axis(2**31, "rk").extent == 2**31   # the bound itself is allowed
+
+
+def test_a_tensor_larger_than_this_machine_is_refused_naming_its_size():
+    side = 2**31  # 2**62 elements: more than any machine's memory
+    message = error_of(lambda: fs.placeholder((side, side), name="Big"))
+    assert message == (f"tensor 'Big': shape 2147483648x2147483648 of float32 needs 1.72e+10 GiB, more than "
+                       f"this machine's memory ({machine_memory_bytes() / 2**30:.3g} GiB)")
+    message = error_of(lambda: fs.compute((side, side), lambda i, j: B[0] * 2.0, name="Out", dtype="float64"))
+    assert message.startswith("tensor 'Out': shape 2147483648x2147483648 of float64 needs 3.44e+10 GiB")
+
+
+def test_tasks_too_large_are_refused_before_anything_is_built():
+    from flexsched.registry import get_task
+
+    with pytest.raises(DefinitionError, match=r"^task GMM: tensor 'A': shape\[0\] is 99999999999999999999, beyond"):
+        get_task("GMM", 99999999999999999999, 2, 2)
+    with pytest.raises(DefinitionError, match=r"^task GMM: tensor 'O': shape 2147483648x2147483648 of float32 needs"):
+        get_task("GMM", 2**31, 1, 2**31)

@@ -1,0 +1,69 @@
+"""Builds in an isolated worker: the expensive, fallible part of a build (lowering, the back end's
+passes, LLVM's optimisation and code generation; nvcc and ptxas for CUDA) runs in a codegen.worker
+process under a time limit and a memory cap, and this process only loads the result.
+
+On the CPU the worker sends back object code, which this process links into its own MCJIT engine
+(the same machine code an in-process build would run); a CUDA build sends back the PTX and cubin
+nvcc made there (nvcc and ptxas have their own time limit, codegen.nvcc.COMPILE_TIMEOUT_S; without
+nvcc the source is compiled by NVRTC where the kernel is first launched). A build that hangs,
+crashes the compiler or exhausts memory is a BuildError, never a hung or dead caller.
+"""
+
+from __future__ import annotations
+
+from flexsched.errors import FlexschedError
+from flexsched.schedule import Schedule
+from flexsched.target import Target, get_target
+
+from .backend import backend_for
+from .kernel import Kernel, lower_for
+from .worker import Worker, WorkerFailure
+
+DEFAULT_BUILD_TIMEOUT_S = 300.0
+
+
+class BuildError(FlexschedError, RuntimeError):
+    """A build in the isolated worker failed, ran out of time or crashed (one line naming the task)."""
+
+
+def build_isolated(task, schedule=None, target="llvm", name=None, timeout_s=DEFAULT_BUILD_TIMEOUT_S,
+                   memory_limit_bytes=None):
+    """codegen.kernel.build's Kernel, compiled in a fresh worker that is stopped afterwards
+    (memory_limit_bytes None: codegen.worker's default cap, 16 GiB, for CPU and GPU builds alike)."""
+    target = get_target(target)
+    if schedule is None:
+        schedule = Schedule()
+    elif isinstance(schedule, str):
+        schedule = Schedule.from_json(schedule)
+    backend = backend_for(target)
+    # A GPU build runs nvcc and needs no CUDA context, so its worker creates none and keeps the
+    # memory cap (which nvcc inherits); the cap only has to go where the CUDA driver is loaded.
+    with Worker(memory_limit_bytes, kinds=(target.kind,) if target.kind == "cpu" else (),
+                name="flexsched-build") as worker:
+        try:
+            lowered, artifact = worker.call("codegen.isolated_build:compile_in_worker",
+                                            (task.ref(), schedule.to_json(), target.to_dict(), name), timeout_s)
+        except WorkerFailure as failure:
+            raise BuildError(_failure_text(task, target, failure, timeout_s, worker.memory_limit_bytes)) from None
+    return Kernel(task, schedule, lowered, backend.load_artifact(artifact, target), target, backend)
+
+
+def compile_in_worker(task_ref, schedule_json, target_dict, name):
+    """(Lowered, the back end's artifact) of a task under a schedule: the worker's half of a build."""
+    from flexsched.registry import task_from_ref
+
+    target = Target.from_dict(target_dict)
+    _, lowered = lower_for(task_from_ref(task_ref), schedule_json, target, name)
+    return lowered, backend_for(target).compile_artifact(lowered.func, target)
+
+
+def _failure_text(task, target, failure, timeout_s, memory_limit_bytes):
+    """One line: which build failed and how."""
+    what = f"build of {task} for {target.name}"
+    if failure.status == "timeout":
+        return f"{what} timed out after {timeout_s:g} s"
+    cap = f" (the build worker's memory is capped at {memory_limit_bytes / 2**30:g} GiB)" if memory_limit_bytes else ""
+    if failure.status == "crash":
+        return f"{what} crashed the build worker: {failure.reason}{cap}"
+    memory = cap if failure.reason.startswith("MemoryError") else ""
+    return f"{what} failed: {failure.reason}{memory}"
