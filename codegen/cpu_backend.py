@@ -6,13 +6,14 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import llvmlite.binding as llvm
 import numpy as np
 
 from codegen import runtime
 from codegen.backend import Backend, register_backend
+from codegen.code_size import MAX_EMITTED_INSTRUCTIONS, MAX_EMITTED_STORES, emitted_copies, roll_to_fit
 from codegen.ir import CodegenError, PrimFunc
 from codegen.legalize import legalize
 from codegen.llvm_backend import ModuleBuilder, check_loops, signature, written_buffers
@@ -231,8 +232,24 @@ def _module_text(func, opt_level, legalised):
     check_loops(func.body)
     func = func if legalised else legalize(func)
     triple, layout = _host_layout()
-    builder = ModuleBuilder(func, triple, layout, host_register_lanes())
-    return str(builder.build()), builder, func
+    func = replace(func, body=roll_to_fit(func.body, MAX_EMITTED_STORES))
+    while True:
+        builder = ModuleBuilder(func, triple, layout, host_register_lanes())
+        text = str(builder.build())
+        instructions, copies = _instruction_count(text), emitted_copies(func.body)
+        if instructions <= MAX_EMITTED_INSTRUCTIONS or copies <= 1:
+            return text, builder, func
+        # Instructions grow with the stores laid out: roll to the budget's share, then emit again.
+        allowed = max(1, copies * MAX_EMITTED_INSTRUCTIONS // instructions)
+        rolled = roll_to_fit(func.body, min(allowed, copies - 1))
+        if rolled is func.body:
+            return text, builder, func
+        func = replace(func, body=rolled)
+
+
+def _instruction_count(text):
+    """Instructions in LLVM IR text (each sits on an indented line inside a function body)."""
+    return text.count("\n  ")
 
 
 class CpuBackend(Backend):

@@ -389,3 +389,20 @@ def test_torch_tensors_are_used_in_place():
     torch.testing.assert_close(c, a + b)
     with pytest.raises(ValueError, match="argument 'C' has dtype float64"):
         kernel(a, b, torch.zeros(32, dtype=torch.float64))
+
+
+def test_a_body_unrolled_past_the_code_size_budget_is_rolled_back_and_stays_correct():
+    """64 x 64 unrolled scalar statements would be ~50k LLVM instructions (a minute of -O3 on
+    such modules): the outer unrolled loop becomes a counted loop, the inner one stays unrolled."""
+    from codegen.code_size import MAX_EMITTED_INSTRUCTIONS
+    from codegen.cpu_backend import _instruction_count
+
+    A, O = buf("A", (64, 64)), buf("O", (64, 64))
+    body = loop("i", 64, "unrolled", lambda i: loop("j", 64, "unrolled", lambda j: Store(
+        O, (i, j), ld(A, i, j) * ld(A, j, i) + ld(A, (i + 1) % 64, j) - ld(A, i, (j + 3) % 64))))
+    kernel = compile_func(PrimFunc("unrolled_past_budget", (A, O), body))
+    assert _instruction_count(kernel.unoptimized_ir) <= MAX_EMITTED_INSTRUCTIONS
+    assert [loop.kind for loop in (kernel.func.body, kernel.func.body.body)] == ["serial", "unrolled"]
+    a, o = rand(64, 64), np.zeros((64, 64), "float32")
+    kernel(a, o)
+    np.testing.assert_allclose(o, a * a.T + np.roll(a, -1, axis=0) - np.roll(a, -3, axis=1), rtol=1e-5, atol=1e-5)

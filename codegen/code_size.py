@@ -1,0 +1,85 @@
+"""A bound on the code a kernel unrolls into: LLVM's optimisation time grows faster than the
+size of one straight-line body, so a schedule that unrolls hundreds of vector statements (a
+guarded 256-step reduction, a 64 x 7 tile of masked rows) could take a minute to build. Past
+the budget, unrolled loops are rolled back into counted loops, outermost and largest first, so
+the innermost unrolling (the register tile) is the last to go."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .ir import Allocate, For, IfThenElse, Seq, Store
+
+# Instructions of unoptimised LLVM IR per kernel: measured on random points of multi-node
+# graphs (2-core EPYC, AVX-512), modules under ~16k instructions built in 0.3-4 s, those of
+# 50-70k in 10-41 s.
+MAX_EMITTED_INSTRUCTIONS = 16_000
+# A laid-out store is at least a load, an operation, a store and its index arithmetic: more
+# stores than this cannot fit, and need not be emitted to find out.
+MAX_EMITTED_STORES = MAX_EMITTED_INSTRUCTIONS // 8
+
+
+def emitted_copies(stmt):
+    """Stores the statement emits once its unrolled loops are laid out (a vector body is one)."""
+    if isinstance(stmt, Seq):
+        return sum(emitted_copies(part) for part in stmt.stmts)
+    if isinstance(stmt, For):
+        return emitted_copies(stmt.body) * (stmt.extent if stmt.kind == "unrolled" else 1)
+    if isinstance(stmt, Allocate):
+        return emitted_copies(stmt.body)
+    if isinstance(stmt, IfThenElse):
+        return emitted_copies(stmt.then_body) + (emitted_copies(stmt.else_body) if stmt.else_body else 0)
+    return 1 if isinstance(stmt, Store) else 0
+
+
+def _outermost_unrolled(stmt):
+    """The unrolled loops of more than one step not inside another such loop."""
+    if isinstance(stmt, For) and stmt.kind == "unrolled" and stmt.extent > 1:
+        return [stmt]
+    if isinstance(stmt, Seq):
+        return [loop for part in stmt.stmts for loop in _outermost_unrolled(part)]
+    if isinstance(stmt, (For, Allocate)):
+        return _outermost_unrolled(stmt.body)
+    if isinstance(stmt, IfThenElse):
+        return _outermost_unrolled(stmt.then_body) + (_outermost_unrolled(stmt.else_body) if stmt.else_body else [])
+    return []
+
+
+def roll_to_fit(stmt, copies_allowed):
+    """stmt with its largest unrolled loops rolled until it emits at most copies_allowed stores
+    (or nothing is left to roll)."""
+    while emitted_copies(stmt) > copies_allowed:
+        rolled = roll_largest_unrolled(stmt)
+        if rolled is None:
+            break
+        stmt = rolled
+    return stmt
+
+
+def roll_largest_unrolled(stmt):
+    """stmt with its largest outermost unrolled loop made serial, or None when nothing unrolls
+    more than once."""
+    candidates = _outermost_unrolled(stmt)
+    if not candidates:
+        return None
+    largest = max(candidates, key=emitted_copies)
+    return _replace_loop(stmt, largest, replace(largest, kind="serial"))
+
+
+def _replace_loop(stmt, old, new):
+    """stmt with the loop old replaced by new; untouched parts stay the same objects."""
+    if stmt is old:
+        return new
+    if isinstance(stmt, Seq):
+        parts = tuple(_replace_loop(part, old, new) for part in stmt.stmts)
+        return stmt if all(a is b for a, b in zip(parts, stmt.stmts)) else replace(stmt, stmts=parts)
+    if isinstance(stmt, (For, Allocate)):
+        body = _replace_loop(stmt.body, old, new)
+        return stmt if body is stmt.body else replace(stmt, body=body)
+    if isinstance(stmt, IfThenElse):
+        then_body = _replace_loop(stmt.then_body, old, new)
+        else_body = None if stmt.else_body is None else _replace_loop(stmt.else_body, old, new)
+        if then_body is stmt.then_body and else_body is stmt.else_body:
+            return stmt
+        return replace(stmt, then_body=then_body, else_body=else_body)
+    return stmt
