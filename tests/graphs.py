@@ -115,3 +115,68 @@ def covering_points(space, seed):
                 point[position] = index
                 points.append(tuple(point))
     return points
+
+
+# ---------------------------------------------------------------- random small graphs
+
+def _elementwise(prev, how, tag):
+    ops = {"affine": lambda x: x * 2.0 + 1.0, "relu": lambda x: fs.max(x, 0.0), "exp": lambda x: fs.exp(-fs.abs(x))}
+    return fs.compute(prev.shape, lambda *idx: ops[how](prev[idx]), name=f"{how}{tag}")
+
+
+def _pad_last(prev, width, tag):
+    pads = (0,) * (len(prev.shape) - 1) + (width,)
+    return pad(prev, pads, tuple("abcd"[:len(prev.shape)]), name=f"padded{tag}")
+
+
+def _shift_sum(prev, tag):
+    *lead, last = prev.shape
+    return fs.compute((*lead, last - 1), lambda *idx: prev[idx] + prev[(*idx[:-1], idx[-1] + 1)], name=f"shifted{tag}")
+
+
+def _row_centre(prev, tag):
+    *lead, last = prev.shape
+    k = fs.reduce_axis(last, "k")
+    total = fs.compute(tuple(lead), lambda *idx: fs.sum(prev[(*idx, k)], axis=k), name=f"row_sum{tag}")
+    return fs.compute(prev.shape, lambda *idx: prev[idx] - total[idx[:-1]] * (1.0 / last), name=f"centred{tag}")
+
+
+def _matmul(prev, width, inputs, tag):
+    *lead, last = prev.shape
+    W = fs.placeholder((last, width), name=f"W{tag}")
+    inputs.append(W)
+    k = fs.reduce_axis(last, "k")
+    return fs.compute((*lead, width), lambda *idx: fs.sum(prev[(*idx[:-1], k)] * W[k, idx[-1]], axis=k),
+                      name=f"product{tag}")
+
+
+def build_small_graph(shape, steps):
+    """A LocalTask from an input shape and steps such as ("pad", 2) or ("matmul", 5); a step
+    that does not fit the shape so far (a shift of a single column) is left out."""
+    X = fs.placeholder(tuple(shape), name="X")
+    inputs, prev = [X], X
+    for tag, (kind, argument) in enumerate(steps):
+        if kind == "elementwise":
+            prev = _elementwise(prev, argument, tag)
+        elif kind == "pad":
+            prev = _pad_last(prev, argument, tag)
+        elif kind == "shift" and prev.shape[-1] >= 2:
+            prev = _shift_sum(prev, tag)
+        elif kind == "centre" and len(prev.shape) >= 2:
+            prev = _row_centre(prev, tag)
+        elif kind == "matmul":
+            prev = _matmul(prev, argument, inputs, tag)
+    if prev is X:
+        prev = _elementwise(X, "affine", "")
+    return LocalTask("random_graph", inputs, (prev,))
+
+
+def small_graphs():
+    """A hypothesis strategy of random small graphs (1-3 steps over a 1-3 dimensional input)."""
+    from hypothesis import strategies as st
+
+    step = st.one_of(st.tuples(st.just("elementwise"), st.sampled_from(["affine", "relu", "exp"])),
+                     st.tuples(st.just("pad"), st.integers(1, 2)), st.tuples(st.just("shift"), st.none()),
+                     st.tuples(st.just("centre"), st.none()), st.tuples(st.just("matmul"), st.integers(1, 9)))
+    shape = st.lists(st.integers(1, 11), min_size=1, max_size=3)
+    return st.builds(build_small_graph, shape, st.lists(step, min_size=1, max_size=3))
