@@ -2,9 +2,10 @@
 
 A line holds everything needed to trust or replay it: the task (name and arguments), the target
 with its capabilities, the method and seed, the point and its config, how the point was reached,
-the result with its error, the time stamp and the project version. A killed run leaves at most
-one torn last line; loading reports each corrupt line (file and line number) as a warning and
-skips it, and the next append starts on a fresh line.
+the result with its error, the time stamp and the project version. A record file is untrusted
+input: loading checks each line against explore.record_schema, reports each line that fails
+(file, line number and field) as one warning and skips it, and never imports anything a line
+names. A killed run leaves at most one torn line; the next append starts on a fresh line.
 """
 
 from __future__ import annotations
@@ -20,17 +21,19 @@ from typing import Mapping
 from space.config import Config
 
 from .evaluator import Evaluation
+from .record_schema import RecordSchemaError, check_line
 
-RECORD_FIELDS = ("task", "target", "config", "result")
+# A record is about a kilobyte; a longer line is damage or an attack, not read into memory whole.
+MAX_LINE_BYTES = 1 << 20
 
 
 class CorruptRecordWarning(UserWarning):
-    """A record line that is not valid JSON or misses a field; it is skipped."""
+    """A record line that is not UTF-8 or JSON, or breaks the schema; it is skipped."""
 
 
 @dataclass(frozen=True)
 class Record:
-    """One line of a record file."""
+    """One line of a record file that passed the schema."""
 
     data: Mapping
     line: int
@@ -138,28 +141,75 @@ class RecordWriter:
         self.close()
 
 
-def load_records(path):
-    """Every valid record of a file, in order; each corrupt line is reported and skipped."""
+def parse_line(raw):
+    """A line's bytes as ("record" or "claim", its object); RecordSchemaError says what is wrong."""
+    if len(raw) > MAX_LINE_BYTES:
+        raise RecordSchemaError("line", f"line: longer than {MAX_LINE_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise RecordSchemaError("line", f"line: not UTF-8 (byte 0x{raw[err.start]:02x} at column "
+                                        f"{err.start + 1})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise RecordSchemaError("line", f"line: not JSON ({err.msg} at column {err.colno})") from None
+    except RecursionError:
+        raise RecordSchemaError("line", "line: nested too deeply to read") from None
+    except ValueError as err:  # an integer of more digits than Python converts
+        raise RecordSchemaError("line", f"line: not JSON ({err})") from None
+    return check_line(data), data
+
+
+def read_lines(file):
+    """(line number, bytes without the newline) for each line of a binary file from where it stands.
+    An overlong line is cut at MAX_LINE_BYTES + 1 bytes (parse_line rejects it) and the rest of it
+    skipped unread."""
+    number = 0
+    while True:
+        raw = file.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        if not raw.endswith(b"\n"):
+            rest = raw
+            while rest and not rest.endswith(b"\n"):
+                rest = file.readline(1 << 16)
+        number += 1
+        yield number, raw.rstrip(b"\r\n")
+
+
+@dataclass(frozen=True)
+class LoadedRecords:
+    """A record file read back: its valid records, and (line, why) for each corrupt line."""
+
+    records: tuple
+    corrupt: tuple
+
+
+def scan_records(path):
+    """Every valid record of a file, in order, and its corrupt lines, each reported once as a
+    warning naming the file, line and field; claim lines are skipped silently."""
     path = os.fspath(path)
-    records = []
-    with open(path, encoding="utf-8") as lines:
-        for number, text in enumerate(lines, 1):
-            if not text.strip():
+    records, corrupt = [], []
+    with open(path, "rb") as file:
+        for number, raw in read_lines(file):
+            if not raw.strip():
                 continue
             try:
-                data = json.loads(text)
-                if not isinstance(data, dict):
-                    raise ValueError("not a JSON object")
-                missing = [name for name in RECORD_FIELDS if name not in data]
-                if missing:
-                    raise ValueError(f"missing {', '.join(missing)}")
-                Evaluation.from_dict(data["result"])
-            except (ValueError, KeyError, TypeError) as err:
+                kind, data = parse_line(raw)
+            except RecordSchemaError as err:
                 warnings.warn(f"{path}:{number}: skipped a corrupt record ({err})", CorruptRecordWarning,
-                              stacklevel=2)
+                              stacklevel=3)
+                corrupt.append((number, str(err)))
                 continue
-            records.append(Record(data, number))
-    return records
+            if kind == "record":
+                records.append(Record(data, number))
+    return LoadedRecords(tuple(records), tuple(corrupt))
+
+
+def load_records(path):
+    """Every valid record of a file, in order; each corrupt line is reported and skipped."""
+    return list(scan_records(path).records)
 
 
 def best_records(records, count=1, task=None, target=None, judged_by=None):

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+import warnings
 
 from .errors import FlexschedError
 
@@ -318,12 +319,19 @@ _COMMANDS = {"ops": _cmd_ops, "analyze": _cmd_analyze, "space": _cmd_space, "tun
              "hls": _cmd_hls}
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """A warning as one line of stderr (a skipped record says which file and line, not which source line)."""
+    sys.stderr.write(f"flexsched: warning: {message}\n")
+
+
 def main(argv=None, out=None):
     """Entry point; returns the exit status."""
     out = out or sys.stdout
     args = _build_parser().parse_args(argv)
     try:
-        _COMMANDS[args.command](args, out)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            _COMMANDS[args.command](args, out)
     except FlexschedError as err:
         sys.stderr.write(f"flexsched: error: {err}\n")
         return EXIT_USAGE
