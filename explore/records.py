@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from space.config import Config
+from space.space import SpaceError
 
 from .evaluator import Evaluation
 from .record_schema import RecordSchemaError, check_line
@@ -71,12 +72,38 @@ class Record:
         """"measured" or "modelled" ("" in records written before the field existed)."""
         return self.data.get("judged_by", "")
 
+    def same_task(self, task):
+        return same_task(self.task_ref, task)
+
+    def same_target(self, target):
+        """The same device, capabilities included (any device if target is None)."""
+        return target is None or self.target == target.to_dict()
+
+    def same_judge(self, judged_by):
+        """Judged the same way (a measured GPU time and a modelled one never mix); any if None."""
+        return judged_by is None or self.judged_by in ("", judged_by)
+
     def matches(self, task, target, judged_by=None):
-        """The same computation on the same device (capabilities included; any device if target is
-        None), judged the same way (a measured GPU time and a modelled one never mix)."""
-        same_task = self.task_ref.get("name") == task.name and list(self.task_ref.get("args", ())) == list(task.args)
-        same_judge = judged_by is None or self.judged_by in ("", judged_by)
-        return same_task and same_judge and (target is None or self.target == target.to_dict())
+        """The same computation on the same device, judged the same way."""
+        return self.same_task(task) and self.same_target(target) and self.same_judge(judged_by)
+
+    def point_in(self, space):
+        return point_in(space, self.config)
+
+
+def point_in(space, config):
+    """A config's point in today's space; SpaceError if a knob is unknown or missing or a value is
+    not one of its knob's (the space changed since the config was written)."""
+    names = {knob.name for knob in space.knobs}
+    unknown = [name for name, _ in config.values if name not in names]
+    if unknown:
+        raise SpaceError(f"unknown knob '{unknown[0]}'")
+    return space.point(config)
+
+
+def same_task(task_ref, task):
+    """Whether a (checked) task reference names this task: the same name and arguments."""
+    return task_ref["name"] == task.name and list(task_ref["args"]) == list(task.args)
 
 
 def record_line(task, target, entry, method, seed, space, judged_by="measured"):
@@ -213,6 +240,7 @@ def load_records(path):
 
 
 def best_records(records, count=1, task=None, target=None, judged_by=None):
-    """The `count` fastest successful records (of one task and target, judged one way, when given)."""
-    chosen = [r for r in records if r.ok and (task is None or r.matches(task, target, judged_by))]
+    """The `count` fastest successful records (of one task, target and judge, where given)."""
+    chosen = [r for r in records if r.ok and (task is None or r.same_task(task)) and r.same_target(target)
+              and r.same_judge(judged_by)]
     return sorted(chosen, key=lambda r: (r.seconds, r.line))[:count]

@@ -191,6 +191,8 @@ def _cmd_tune(args, out):
               f"{', predicted by the static GPU model' if modelled else ''})\n")
     out.write(f"{result.trials} trials ({result.evaluated} evaluated now, {summary['ok']} ok), "
               f"stopped by {result.stop_reason}, {summary['elapsed']:.1f} s\n")
+    if result.resumed_from is not None:
+        out.write(result.resumed_from.line() + "\n")
     out.write(f"config: {result.config.to_json()}\n")
     if result.target.kind == "fpga":  # a modelled design: say what it costs and what bounds it
         details = result.history.best.evaluation.details

@@ -1,21 +1,33 @@
-"""Record files as untrusted input: each line checked against the schema, a bad one reported once
-and skipped, never a traceback (no compilation)."""
+"""Record files as untrusted input: the line schema, no import chosen by a record, records that no
+longer fit the space, and the resume report (no compilation)."""
 
 import copy
 import io
 import json
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
 import pytest
 
-from explore.optimize import optimize
+from analysis import analyze
+from explore.evaluator import ExplorationError
+from explore.optimize import build_best, optimize
 from explore.records import CorruptRecordWarning, MAX_LINE_BYTES, load_records
+from explore.resume import MisfitRecordWarning, resume_history
 from fake_evaluator import FakeEvaluator
 from flexsched.cli import main
 from flexsched.registry import get_task
+from flexsched.target import get_target
+from space import generate
 
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
 GMM = get_task("GMM", 16, 16, 16)
+LLVM = get_target("llvm")
+SPACE = generate(analyze(GMM), LLVM)
 
 
 def tune(log, trials=6, seed=0, method="random", evaluator=None, **options):
@@ -177,4 +189,164 @@ def test_best_and_resume_skip_attacked_lines_with_one_line_warnings(tmp_path, te
     assert all(line.startswith(f"flexsched: warning: {log}:") for line in err.splitlines())
     with pytest.warns(CorruptRecordWarning):
         result, evaluator = tune(log, trials=9, resume=True)
+    assert result.resumed_from.used == 6 and result.resumed_from.count("corrupt") == 5
+    assert len(evaluator.calls) == 3
+
+
+# ---------------------------------------------------------------- nothing in a record chooses an import
+
+EVIL_MODULE = "flexsched_evil_record_module"
+
+
+@pytest.fixture
+def evil_log(tmp_path, template, monkeypatch):
+    """A record file whose fastest record names a task defined only in a module that, imported,
+    writes a marker file; the module is importable (on sys.path) so only restraint keeps it out."""
+    marker = tmp_path / "imported.marker"
+    (tmp_path / f"{EVIL_MODULE}.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop(EVIL_MODULE, None)
+    evil = changed(template, "task", {"name": "EVIL_TASK", "args": [1], "module": EVIL_MODULE})
+    evil = changed(evil, "result/seconds", 1e-12)
+    log = tmp_path / "run.jsonl"
+    log.write_text(json.dumps(template) + "\n" + json.dumps(evil) + "\n")
+    yield log, marker
+    sys.modules.pop(EVIL_MODULE, None)
+
+
+def test_build_best_does_not_import_the_module_a_record_names(evil_log):
+    log, marker = evil_log
+    with pytest.raises(ExplorationError) as raised:
+        build_best(log)
+    message = str(raised.value)
+    assert message.startswith(f"{log}:2: task 'EVIL_TASK' (defined in module '{EVIL_MODULE}') is not registered "
+                              "in this process; import the module that defines it first, or pass the task")
+    assert "\n" not in message
+    assert not marker.exists() and EVIL_MODULE not in sys.modules
+    __import__(EVIL_MODULE)  # the control: importing it is exactly what would have left the marker
+    assert marker.exists()
+
+
+def test_resume_and_best_do_not_import_the_module_a_record_names(evil_log):
+    log, marker = evil_log
+    result, _ = tune(log, trials=3, resume=True)
+    assert result.resumed_from.used == 1 and result.resumed_from.count("task") == 1
+    out = io.StringIO()
+    assert main(["best", str(log)], out=out) == 0
+    assert "EVIL_TASK(1) on llvm: 1 records, 1 ok" in out.getvalue()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(log.parent)]))
+    done = subprocess.run([sys.executable, "-m", "flexsched", "best", str(log), "--json"], env=env, cwd=REPO,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert not marker.exists() and EVIL_MODULE not in sys.modules
+
+
+def test_build_best_with_an_unregistered_task_names_it(tmp_path, template):
+    log = tmp_path / "run.jsonl"
+    log.write_text(json.dumps(changed(template, "task", {"name": "NOT_HERE", "args": []})) + "\n")
+    with pytest.raises(ExplorationError, match=r"run.jsonl:1: task 'NOT_HERE' is not registered in this process"):
+        build_best(log)
+
+
+# ---------------------------------------------------------------- records that no longer fit the space
+
+def misfit_lines(template):
+    unknown = changed(template, "config/O.retired_knob", 3)
+    out_of_range = changed(template, "config/O.unroll", 12345)
+    missing = changed(template, "config/O.order", DROP)
+    return [unknown, out_of_range, missing]
+
+
+def test_resume_reports_and_skips_records_outside_todays_space(tmp_path, template):
+    log = tmp_path / "run.jsonl"
+    log.write_text("".join(json.dumps(d) + "\n" for d in [template, *misfit_lines(template)]))
+    with pytest.warns(MisfitRecordWarning) as caught:
+        history, report = resume_history(log, GMM, LLVM, SPACE, "measured")
+    assert len(history) == 1 and report.used == 1 and report.count("space") == 3
+    messages = [str(w.message) for w in caught]
+    assert len(messages) == 3
+    assert messages[0].startswith(f"{log}:2: skipped a record of GMM(16, 16, 16) that does not fit today's space (")
+    assert "unknown knob 'O.retired_knob'" in messages[0]
+    assert "12345" in messages[1]
+    assert f"{log}:4:" in messages[2] and "no value for knob 'O.order'" in messages[2]
+
+
+def test_many_misfits_are_summarised_not_listed(tmp_path, template):
+    log = tmp_path / "run.jsonl"
+    log.write_text("".join(json.dumps(changed(template, "config/O.unroll", 1000 + i)) + "\n" for i in range(25)))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        _, report = resume_history(log, GMM, LLVM, SPACE)
+    assert report.count("space") == 25
+    assert len(caught) == 11 and "skipped 15 more records" in str(caught[-1].message)
+
+
+def test_build_best_skips_a_faster_record_that_no_longer_fits(tmp_path, template, monkeypatch):
+    built = []
+    monkeypatch.setattr("codegen.kernel.build", lambda task, schedule, target: built.append((task, schedule)))
+    log = tmp_path / "run.jsonl"
+    faster = [changed(d, "result/seconds", 1e-9) for d in misfit_lines(template)]
+    log.write_text("".join(json.dumps(d) + "\n" for d in [template, *faster]))
+    with pytest.warns(MisfitRecordWarning) as caught:
+        build_best(log, GMM)
+    assert [str(w.message).split(": skipped a record of GMM")[0] for w in caught] == [f"{log}:{n}" for n in (2, 3, 4)]
+    with pytest.warns(MisfitRecordWarning):
+        build_best(log)  # the task comes from the registry
+    from space.config import Config
+
+    expected = SPACE.schedule(Config.from_dict(template["config"])).to_json()
+    assert [schedule.to_json() for _, schedule in built] == [expected, expected]
+    assert built[1][0].key == GMM.key
+
+
+def test_build_best_ignores_records_of_another_target(tmp_path, template, monkeypatch):
+    built = []
+    monkeypatch.setattr("codegen.kernel.build", lambda task, schedule, target: built.append(task))
+    log = tmp_path / "run.jsonl"
+    elsewhere = changed(changed(template, "target/cores", 4096), "task/args", [8, 8, 8])
+    log.write_text(json.dumps(changed(elsewhere, "result/seconds", 1e-9)) + "\n" + json.dumps(template) + "\n")
+    build_best(log)
+    assert [task.key for task in built] == [GMM.key]
+
+
+# ---------------------------------------------------------------- the resume report
+
+def test_resume_counts_why_each_record_was_left_out(tmp_path, template):
+    log = tmp_path / "run.jsonl"
+    tune(log, trials=5)
+    own = json.loads(record_lines(log)[0])
+    lines = [changed(own, "task/args", [8, 8, 8]), changed(own, "target/cores", 4096),
+             changed(own, "judged_by", "modelled"), changed(own, "config/O.unroll", 12345), own]
+    with open(log, "a") as file:
+        file.write("".join(json.dumps(d) + "\n" for d in lines) + "{torn\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        history, report = resume_history(log, GMM, LLVM, SPACE, "measured")
+    assert len(history) == report.used == 5
+    assert report.ignored == (("task", 1), ("target", 1), ("judge", 1), ("space", 1), ("duplicate", 1),
+                              ("corrupt", 1))
+    assert report.line() == (f"resumed 5 records from {log}; ignored 6: 1 of another task, 1 of another target "
+                             "or its capabilities, 1 judged another way (measured against modelled), 1 not in "
+                             "today's space, 1 duplicates, 1 corrupt")
+
+
+def test_tune_resume_prints_the_report_on_one_line(tmp_path, monkeypatch, capsys):
+    log = tmp_path / "run.jsonl"
+    tune(log, trials=4)
+    with open(log, "a") as file:
+        file.write("[]\n")
+    monkeypatch.setattr("explore.optimize.evaluator_for", lambda target, name=None, **options: FakeEvaluator())
+    monkeypatch.setattr("explore.optimize._has_back_end", lambda target: False)
+    out = io.StringIO()
+    status = main(["tune", "GMM", "16", "16", "16", "--trials", "6", "--method", "random", "--log", str(log),
+                   "--resume"], out=out)
+    assert status == 0
+    assert f"resumed 4 records from {log}; ignored 1: 1 corrupt\n" in out.getvalue()
+    assert "6 trials (2 evaluated now, " in out.getvalue()
+    assert capsys.readouterr().err.count("flexsched: warning: ") == 1
+
+
+def test_resume_of_a_missing_file_resumes_nothing(tmp_path):
+    result, evaluator = tune(tmp_path / "new.jsonl", trials=3, resume=True)
+    assert result.resumed_from.used == 0 and result.resumed_from.ignored == ()
     assert len(evaluator.calls) == 3
