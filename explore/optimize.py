@@ -1,8 +1,9 @@
 """optimize(): tune a task on a target and hand back the best config, its time, GFLOPS and kernel.
 
-With `log`, every evaluated point is appended to a JSON-lines record file as it comes back.
-With `resume=True`, the records of the same task and target already in that file join the
-history first and are never evaluated again; the trial budget counts them, and
+With `log`, every evaluated point is appended to a JSON-lines record file as it comes back;
+runs sharing the file claim points first, so none evaluates a config another already has
+(explore.claims). With `resume=True`, the records of the same task and target already in that
+file join the history first and are never evaluated again; the trial budget counts them, and
 TuneResult.resumed_from says how many were used and why the rest were left out. What resume
 guarantees: no recorded point is re-measured, the best can only stay or improve, and the run
 continues deterministically for a given seed and record file (the random generator is seeded
@@ -17,9 +18,10 @@ from typing import Any
 
 from flexsched.target import get_target
 
+from .claims import SharedRecords
 from .evaluator import ExplorationError, evaluator_for
 from .history import History
-from .records import RecordWriter, load_records, record_line
+from .records import load_records, record_line
 from .methods import DEFAULT_GAMMA
 from .resume import best_fitting_record, resume_history, task_of_best_record
 from .search import Search
@@ -41,6 +43,7 @@ class TuneResult:
     trials: int           # points in the history (resumed ones included)
     evaluated: int        # points evaluated by this run
     stop_reason: str
+    reused: int = 0       # points another run sharing the record file evaluated meanwhile
     resumed_from: Any = None  # the ResumeReport of a resumed run
 
     def summary(self):
@@ -120,22 +123,23 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     history, report = History(space.info.flops), None
     if resume:
         history, report = resume_history(log, task, target, space, judged_by)
-    writer = RecordWriter(log) if log else None
+    shared = None
+    if log:
+        shared = SharedRecords(log, task, target, space, judged_by,
+                               lambda entry: record_line(task, target, entry, method, seed, space, judged_by))
 
     def on_entry(entry):
-        if writer:
-            writer.append(record_line(task, target, entry, method, seed, space, judged_by))
         if progress:
             progress(history)
 
     try:
         search = Search(task, space, evaluator, method, seed=seed, starts=starts, gamma=gamma,
                         early_stopping=early_stopping, min_improvement=min_improvement, on_entry=on_entry,
-                        **method_options)
+                        shared=shared, **method_options)
         outcome = search.run(trials, history)
     finally:
-        if writer:
-            writer.close()
+        if shared:
+            shared.close()
         if own_evaluator:
             evaluator.close()
 
@@ -150,5 +154,5 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
 
         kernel = build(task, schedule, target)
     return TuneResult(task, target, method, space.config(best.point), schedule, best.seconds, best.gflops,
-                      kernel, history, len(history), len(history) - outcome.resumed, outcome.stop_reason,
-                      report)
+                      kernel, history, len(history), len(history) - outcome.resumed - outcome.reused,
+                      outcome.stop_reason, outcome.reused, report)

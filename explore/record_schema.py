@@ -5,7 +5,7 @@ forged), so a line is used only once it passes: the required fields with their t
 status that some evaluator gives, a finite positive time for a success, the optional fields
 type-checked where present, strings that print safely, and nesting shallow enough that no code
 reading it can recurse out of stack. A line either passes or raises RecordSchemaError naming the
-field at fault. Claim lines (a run announcing a point it evaluates) have a schema of their own.
+field at fault. Claim lines (see explore.claims) have a schema of their own.
 """
 
 from __future__ import annotations

@@ -6,11 +6,15 @@ the result with its error, the time stamp and the project version. A record file
 input: loading checks each line against explore.record_schema, reports each line that fails
 (file, line number and field) as one warning and skips it, and never imports anything a line
 names. A killed run leaves at most one torn line; the next append starts on a fresh line.
+Writers append under the file's advisory lock (flock), which explore.claims also holds while it
+claims points, so concurrent runs never interleave their lines.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fcntl
 import json
 import math
 import os
@@ -137,26 +141,41 @@ def record_line(task, target, entry, method, seed, space, judged_by="measured"):
 
 
 class RecordWriter:
-    """Appends records to a JSON-lines file; each line reaches the disk before append returns."""
+    """Appends records to a JSON-lines file under its advisory lock; each line reaches the disk
+    before append returns."""
 
     def __init__(self, path):
         self.path = os.fspath(path)
         directory = os.path.dirname(self.path)
         if directory:
             os.makedirs(directory, exist_ok=True)
-        self._file = open(self.path, "a+", encoding="utf-8")
-        self._file.seek(0, os.SEEK_END)
-        if self._file.tell() > 0:  # a killed run may have left a torn line: start a fresh one
-            self._file.seek(self._file.tell() - 1)
-            last = self._file.read(1)
-            self._file.seek(0, os.SEEK_END)
-            if last != "\n":
-                self._file.write("\n")
+        self._file = open(self.path, "ab+")  # readable: append checks the last byte
+        self._lock_depth = 0
 
-    def append(self, data):
-        self._file.write(json.dumps(data) + "\n")  # insertion order: configs keep knob order
-        self._file.flush()
-        os.fsync(self._file.fileno())
+    @contextlib.contextmanager
+    def locked(self):
+        """Hold the file's exclusive lock (flock) for a short critical section; sections nest."""
+        if self._lock_depth == 0:
+            _flock(self._file, fcntl.LOCK_EX, self.path)
+        self._lock_depth += 1
+        try:
+            yield
+        finally:
+            self._lock_depth -= 1
+            if self._lock_depth == 0:
+                _flock(self._file, fcntl.LOCK_UN, self.path)
+
+    def append(self, data, sync=True):
+        """Append one line (synced unless sync=False: a claim need not survive a crash)."""
+        with self.locked():
+            size = os.fstat(self._file.fileno()).st_size
+            # A killed writer may have left a torn line: start a fresh one, or ours is lost with it.
+            torn = size > 0 and os.pread(self._file.fileno(), 1, size - 1) != b"\n"
+            text = ("\n" if torn else "") + json.dumps(data) + "\n"  # insertion order: configs keep knob order
+            self._file.write(text.encode("utf-8"))
+            self._file.flush()
+            if sync:
+                os.fsync(self._file.fileno())
 
     def close(self):
         self._file.close()
@@ -166,6 +185,16 @@ class RecordWriter:
 
     def __exit__(self, *exc_info):
         self.close()
+
+
+def _flock(file, operation, path):
+    """flock, or a warning where the file system has none (a run alone on the file is still right)."""
+    try:
+        fcntl.flock(file.fileno(), operation)
+    except OSError as err:
+        if operation != fcntl.LOCK_UN:
+            warnings.warn(f"{path}: cannot lock the record file ({err}); runs sharing it may evaluate a "
+                          "config twice", RuntimeWarning, stacklevel=4)
 
 
 def parse_line(raw):
@@ -188,16 +217,21 @@ def parse_line(raw):
     return check_line(data), data
 
 
-def read_lines(file):
+def read_lines(file, whole_only=False):
     """(line number, bytes without the newline) for each line of a binary file from where it stands.
     An overlong line is cut at MAX_LINE_BYTES + 1 bytes (parse_line rejects it) and the rest of it
-    skipped unread."""
+    skipped unread. whole_only: stop before a last line that has no newline yet (a writer may be
+    half way through it while the reader does not hold the lock), leaving the file there."""
     number = 0
     while True:
+        start = file.tell()
         raw = file.readline(MAX_LINE_BYTES + 1)
         if not raw:
             return
         if not raw.endswith(b"\n"):
+            if whole_only and len(raw) <= MAX_LINE_BYTES:
+                file.seek(start)
+                return
             rest = raw
             while rest and not rest.endswith(b"\n"):
                 rest = file.readline(1 << 16)
@@ -219,6 +253,7 @@ def scan_records(path):
     path = os.fspath(path)
     records, corrupt = [], []
     with open(path, "rb") as file:
+        _flock(file, fcntl.LOCK_SH, path)  # no half-written line from a writer holding the lock
         for number, raw in read_lines(file):
             if not raw.strip():
                 continue

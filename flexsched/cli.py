@@ -189,7 +189,8 @@ def _cmd_tune(args, out):
     out.write(f"{summary['task']} on {result.target.name} ({result.target.device}), method {result.method}: "
               f"best {result.gflops:.2f} GFLOPS ({result.seconds * 1e3:.4g} ms per run"
               f"{', predicted by the static GPU model' if modelled else ''})\n")
-    out.write(f"{result.trials} trials ({result.evaluated} evaluated now, {summary['ok']} ok), "
+    reused = f", {result.reused} reused from a run sharing the log" if result.reused else ""
+    out.write(f"{result.trials} trials ({result.evaluated} evaluated now{reused}, {summary['ok']} ok), "
               f"stopped by {result.stop_reason}, {summary['elapsed']:.1f} s\n")
     if result.resumed_from is not None:
         out.write(result.resumed_from.line() + "\n")

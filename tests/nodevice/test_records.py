@@ -1,5 +1,5 @@
 """Record files as untrusted input: the line schema, no import chosen by a record, records that no
-longer fit the space, and the resume report (no compilation)."""
+longer fit the space, the resume report, and claims between runs sharing one file (no compilation)."""
 
 import copy
 import io
@@ -7,16 +7,22 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 import warnings
 from pathlib import Path
 
 import pytest
 
 from analysis import analyze
-from explore.evaluator import ExplorationError
+from explore.claims import SharedRecords
+from explore.evaluator import Evaluation, ExplorationError
+from explore.history import Entry
+from explore.methods import Proposal
 from explore.optimize import build_best, optimize
-from explore.records import CorruptRecordWarning, MAX_LINE_BYTES, load_records
+from explore.records import CorruptRecordWarning, MAX_LINE_BYTES, load_records, record_line
 from explore.resume import MisfitRecordWarning, resume_history
+from explore.search import EVALUATE, WAIT
 from fake_evaluator import FakeEvaluator
 from flexsched.cli import main
 from flexsched.registry import get_task
@@ -38,7 +44,8 @@ def tune(log, trials=6, seed=0, method="random", evaluator=None, **options):
 
 
 def record_lines(log):
-    return [line for line in Path(log).read_text().splitlines() if line]
+    """The record lines of a file (claim lines left out)."""
+    return [line for line in Path(log).read_text().splitlines() if line and '"claim"' not in line]
 
 
 @pytest.fixture(scope="module")
@@ -350,3 +357,177 @@ def test_resume_of_a_missing_file_resumes_nothing(tmp_path):
     result, evaluator = tune(tmp_path / "new.jsonl", trials=3, resume=True)
     assert result.resumed_from.used == 0 and result.resumed_from.ignored == ()
     assert len(evaluator.calls) == 3
+
+
+# ---------------------------------------------------------------- claims between runs
+
+def proposal(point):
+    return Proposal(tuple(point), SPACE.schedule(point).to_json())
+
+
+def shared(log, **options):
+    return SharedRecords(log, GMM, LLVM, SPACE, "measured", lambda entry: {}, **options)
+
+
+def claim_line(point, pid, when=None, host=None, run="other-run"):
+    import socket
+
+    return json.dumps({"claim": {"run": run, "pid": pid, "host": host or socket.gethostname(),
+                                 "time": time.time() if when is None else when,
+                                 "scope": shared_scope(), "configs": [SPACE.config(point).to_dict()]}}) + "\n"
+
+
+def shared_scope():
+    from explore.claims import scope_of
+
+    return scope_of(GMM, LLVM, "measured")
+
+
+def dead_pid():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
+
+
+@pytest.mark.parametrize("line, verdict", [
+    (lambda p: claim_line(p, os.getpid()), WAIT),                                 # a live run evaluates it
+    (lambda p: claim_line(p, dead_pid()), EVALUATE),                              # its run was killed
+    (lambda p: claim_line(p, os.getpid(), when=time.time() - 10_000), EVALUATE),  # too old to trust
+    (lambda p: claim_line(p, os.getpid(), when=time.time() + 10_000), EVALUATE),  # forged, from the future
+    (lambda p: claim_line(p, 1, host="elsewhere"), WAIT),                          # another host: until it lapses
+    (lambda p: claim_line(p, os.getpid()) + json.dumps(
+        {"claim": {"run": "other-run", "pid": os.getpid(), "host": "h", "time": 1.0, "ended": True}}) + "\n",
+     EVALUATE),                                                                   # its run ended without a result
+])
+def test_a_claim_holds_only_while_its_run_can_still_record(tmp_path, line, verdict):
+    log = tmp_path / "run.jsonl"
+    point = SPACE.random_point(0)
+    log.write_text(line(point))
+    records = shared(log)
+    try:
+        assert records.claim([proposal(point)]) == [verdict]
+    finally:
+        records.close()
+
+
+def test_a_recorded_point_is_reused_and_a_claim_is_waited_for(tmp_path):
+    log = tmp_path / "run.jsonl"
+    taken, waited = SPACE.random_point(1), SPACE.random_point(2)
+    result, _ = tune(log, trials=1)
+    (entry,) = result.history.entries
+    with open(log, "a") as file:
+        file.write(claim_line(waited, os.getpid()))
+    records = shared(log)
+    try:
+        assert records.claim([proposal(entry.point)]) == [entry.evaluation]
+
+        def finish():  # the other run records its point a little later
+            time.sleep(0.2)
+            with open(log, "a") as file:
+                line = record_line(GMM, LLVM, Entry(0, waited, "", Evaluation("ok", 2e-3), 0.5, 0.0), "random", 0,
+                                   SPACE)
+                file.write(json.dumps(line) + "\n")
+
+        thread = threading.Thread(target=finish)
+        thread.start()
+        assert records.claim([proposal(taken), proposal(waited)])[1] is WAIT
+        assert records.wait([proposal(waited)]) == [Evaluation("ok", 2e-3)]
+        thread.join()
+    finally:
+        records.close()
+
+
+def test_a_claim_that_lapses_while_waited_for_is_taken_over(tmp_path):
+    log = tmp_path / "run.jsonl"
+    point = SPACE.random_point(3)
+    log.write_text(claim_line(point, os.getpid()))
+    records = shared(log, claim_seconds=0.3)
+    try:
+        assert records.claim([proposal(point)]) == [WAIT]
+        assert records.wait([proposal(point)]) == [EVALUATE]
+    finally:
+        records.close()
+    claims = [json.loads(line)["claim"] for line in log.read_text().splitlines()]
+    assert claims[1]["run"] == records.run and claims[-1].get("ended") is True
+
+
+CHILD = """
+import json, sys, time
+from pathlib import Path
+from fake_evaluator import FakeEvaluator
+from explore.optimize import optimize
+from flexsched.registry import get_task
+
+log, name, method = sys.argv[1:4]
+seed, trials, delay = int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6])
+Path(log + "." + name + ".ready").touch()
+while not Path(log + ".go").exists():
+    time.sleep(0.005)
+evaluator = FakeEvaluator(delay=delay)
+result = optimize(get_task("GMM", 16, 16, 16), "llvm", trials=trials, method=method, seed=seed, evaluator=evaluator,
+                  log=log, build_kernel=False, resume="--resume" in sys.argv)
+resumed = result.resumed_from.used if result.resumed_from else None
+print(json.dumps({"calls": [list(p) for p in evaluator.calls], "trials": result.trials, "reused": result.reused,
+                  "resumed": resumed}))
+"""
+
+
+def start_children(log, runs):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(HERE)]))
+    children = [subprocess.Popen([sys.executable, "-c", CHILD, str(log), f"run{index}", *map(str, run)], env=env,
+                                 cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                for index, run in enumerate(runs)]
+    deadline = time.monotonic() + 60
+    while not all(Path(f"{log}.run{i}.ready").exists() for i in range(len(runs))):
+        assert time.monotonic() < deadline and all(child.poll() is None for child in children)
+        time.sleep(0.01)
+    Path(f"{log}.go").touch()
+    return children
+
+
+def finish(child, timeout=120):
+    try:
+        stdout, stderr = child.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
+        raise
+    assert child.returncode == 0, stderr
+    return json.loads(stdout)
+
+
+@pytest.mark.parametrize("runs", [
+    [("random", 0, 24, 0.02), ("random", 0, 24, 0.02)],  # the same seed: the same proposals, in lockstep
+    [("random", 0, 24, 0.02), ("p", 0, 30, 0.01)],       # one warm-up, then different walks
+], ids=["same-proposals", "different-walks"])
+def test_two_runs_sharing_a_file_never_evaluate_a_config_twice(tmp_path, runs):
+    log = tmp_path / "run.jsonl"
+    outputs = [finish(child) for child in start_children(log, runs)]
+    calls = [tuple(point) for output in outputs for point in output["calls"]]
+    keys = [SPACE.schedule(point).to_json() for point in calls]
+    assert len(keys) == len(set(keys))  # no schedule evaluated by both runs
+    assert [output["trials"] for output in outputs] == [run[2] for run in runs]
+    assert sum(output["reused"] for output in outputs) > 0  # they did meet on some points
+    records, reports = load_with_warnings(log)
+    assert reports == []  # no line of one run torn by the other
+    assert len(records) == len(calls)
+    configs = [json.dumps(r.data["config"]) for r in records]
+    assert len(configs) == len(set(configs))
+
+
+def test_a_killed_runs_claim_does_not_block_resume(tmp_path):
+    log = tmp_path / "run.jsonl"
+    (child,) = start_children(log, [("random", 7, 10, 60.0)])  # stuck on its first point
+    deadline = time.monotonic() + 60
+    while '"configs"' not in (log.read_text() if log.exists() else ""):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    child.kill()
+    child.communicate()
+    Path(f"{log}.go").unlink()
+    Path(f"{log}.run0.ready").unlink()
+    (again,) = start_children(log, [("random", 7, 10, 0.0, "--resume")])
+    output = finish(again, timeout=60)  # a claim that held would keep it waiting for 15 minutes
+    claimed = json.loads(log.read_text().splitlines()[0])["claim"]["configs"][0]
+    assert any(SPACE.config(point).to_dict() == claimed for point in output["calls"])
+    assert output["resumed"] == 0 and len(output["calls"]) == 10
