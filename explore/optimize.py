@@ -1,8 +1,10 @@
 """optimize(): tune a task on a target and hand back the best config, its time, GFLOPS and kernel.
 
-With `log`, every evaluated point is appended to a JSON-lines record file as it comes back.
-With `resume=True`, the records of the same task and target already in that file join the
-history first and are never evaluated again; the trial budget counts them. What resume
+With `log`, every evaluated point is appended to a JSON-lines record file as it comes back;
+runs sharing the file claim points first, so none evaluates a config another already has
+(explore.claims). With `resume=True`, the records of the same task and target already in that
+file join the history first and are never evaluated again; the trial budget counts them, and
+TuneResult.resumed_from says how many were used and why the rest were left out. What resume
 guarantees: no recorded point is re-measured, the best can only stay or improve, and the run
 continues deterministically for a given seed and record file (the random generator is seeded
 from the seed and the number of resumed records; the Q-network is retrained from the logged
@@ -11,16 +13,17 @@ moves). It does not promise the same points an uninterrupted run would have visi
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from typing import Any
 
 from flexsched.target import get_target
 
+from .claims import SharedRecords
 from .evaluator import ExplorationError, evaluator_for
 from .history import History
-from .records import RecordWriter, best_records, load_records, record_line
+from .records import load_records, record_line
 from .methods import DEFAULT_GAMMA
+from .resume import best_fitting_record, resume_history, task_of_best_record
 from .search import Search
 
 
@@ -40,6 +43,8 @@ class TuneResult:
     trials: int           # points in the history (resumed ones included)
     evaluated: int        # points evaluated by this run
     stop_reason: str
+    reused: int = 0       # points another run sharing the record file evaluated meanwhile
+    resumed_from: Any = None  # the ResumeReport of a resumed run
 
     def summary(self):
         """A JSON-ready summary (the CLI's --json line)."""
@@ -58,24 +63,9 @@ def _task_of(task):
 
 
 def resumed_history(path, task, target, space, judged_by=None):
-    """A History holding the file's records of this task and target, judged the same way
-    (duplicates dropped)."""
-    from .evaluator import Evaluation
-
-    history = History(space.info.flops)
-    for record in load_records(path):
-        if not record.matches(task, target, judged_by):
-            continue
-        point = space.point(record.config)
-        key = space.schedule(point).to_json()
-        if history.is_visited(point) or history.entry_for_key(key) is not None:
-            continue
-        origin = record.data.get("origin")
-        if origin is not None:
-            origin = (tuple(origin["start"]), int(origin["direction"]))
-        history.add(point, key, Evaluation.from_dict(record.data["result"]), record.data.get("elapsed", 0.0),
-                    origin)
-    return history
+    """A History holding the file's records of this task and target, judged the same way, that fit
+    the space (duplicates dropped; see explore.resume for the report of what was left out)."""
+    return resume_history(path, task, target, space, judged_by)[0]
 
 
 def _has_back_end(target):
@@ -90,22 +80,19 @@ def _has_back_end(target):
 
 
 def build_best(path, task=None, target="llvm"):
-    """The kernel of the best record in a file, built without searching (of `task` if given), in
-    the isolated build worker (a build that fails, hangs or crashes is a codegen BuildError)."""
+    """The kernel of the best record in a file on the target, built without searching (of `task` if
+    given, else of the best record's task, which must be registered in this process), in the
+    isolated build worker (a build that fails, hangs or crashes is a codegen BuildError)."""
     from analysis import analyze
     from codegen.isolated_build import build_isolated
-    from flexsched.registry import task_from_ref
     from space import generate
 
     target = get_target(target)
-    task = _task_of(task) if task is not None else None
-    best = best_records(load_records(path), 1, task, target)
-    if not best:
-        raise ExplorationError(f"{path}: no successful record"
-                               + (f" of {task} on {target.name}" if task is not None else ""))
-    task = task or task_from_ref(best[0].task_ref)
+    records = load_records(path)
+    task = _task_of(task) if task is not None else task_of_best_record(path, records, target)
     space = generate(analyze(task), target)
-    return build_isolated(task, space.schedule(best[0].config), target)
+    _, point = best_fitting_record(path, records, task, target, space)
+    return build_isolated(task, space.schedule(point), target)
 
 
 def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False, seed=0, evaluator=None,
@@ -134,26 +121,26 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     if own_evaluator:
         evaluator = evaluator_for(target, evaluator, **(evaluator_options or {}))
     judged_by = getattr(evaluator, "judged_by", "measured")
-    if resume and os.path.exists(log):
-        history = resumed_history(log, task, target, space, judged_by)
-    else:
-        history = History(space.info.flops)
-    writer = RecordWriter(log) if log else None
+    history, report = History(space.info.flops), None
+    if resume:
+        history, report = resume_history(log, task, target, space, judged_by)
+    shared = None
+    if log:
+        shared = SharedRecords(log, task, target, space, judged_by,
+                               lambda entry: record_line(task, target, entry, method, seed, space, judged_by))
 
     def on_entry(entry):
-        if writer:
-            writer.append(record_line(task, target, entry, method, seed, space, judged_by))
         if progress:
             progress(history)
 
     try:
         search = Search(task, space, evaluator, method, seed=seed, starts=starts, gamma=gamma,
                         early_stopping=early_stopping, min_improvement=min_improvement, on_entry=on_entry,
-                        **method_options)
+                        shared=shared, **method_options)
         outcome = search.run(trials, history)
     finally:
-        if writer:
-            writer.close()
+        if shared:
+            shared.close()
         if own_evaluator:
             evaluator.close()
 
@@ -168,4 +155,5 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
 
         kernel = build_isolated(task, schedule, target)  # its limits protect this process from the compiler
     return TuneResult(task, target, method, space.config(best.point), schedule, best.seconds, best.gflops,
-                      kernel, history, len(history), len(history) - outcome.resumed, outcome.stop_reason)
+                      kernel, history, len(history), len(history) - outcome.resumed - outcome.reused,
+                      outcome.stop_reason, outcome.reused, report)

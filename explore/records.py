@@ -2,14 +2,19 @@
 
 A line holds everything needed to trust or replay it: the task (name and arguments), the target
 with its capabilities, the method and seed, the point and its config, how the point was reached,
-the result with its error, the time stamp and the project version. A killed run leaves at most
-one torn last line; loading reports each corrupt line (file and line number) as a warning and
-skips it, and the next append starts on a fresh line.
+the result with its error, the time stamp and the project version. A record file is untrusted
+input: loading checks each line against explore.record_schema, reports each line that fails
+(file, line number and field) as one warning and skips it, and never imports anything a line
+names. A killed run leaves at most one torn line; the next append starts on a fresh line.
+Writers append under the file's advisory lock (flock), which explore.claims also holds while it
+claims points, so concurrent runs never interleave their lines.
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fcntl
 import json
 import math
 import os
@@ -18,19 +23,22 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from space.config import Config
+from space.space import SpaceError
 
 from .evaluator import Evaluation
+from .record_schema import RecordSchemaError, check_line
 
-RECORD_FIELDS = ("task", "target", "config", "result")
+# A record is about a kilobyte; a longer line is damage or an attack, not read into memory whole.
+MAX_LINE_BYTES = 1 << 20
 
 
 class CorruptRecordWarning(UserWarning):
-    """A record line that is not valid JSON or misses a field; it is skipped."""
+    """A record line that is not UTF-8 or JSON, or breaks the schema; it is skipped."""
 
 
 @dataclass(frozen=True)
 class Record:
-    """One line of a record file."""
+    """One line of a record file that passed the schema."""
 
     data: Mapping
     line: int
@@ -68,12 +76,38 @@ class Record:
         """"measured" or "modelled" ("" in records written before the field existed)."""
         return self.data.get("judged_by", "")
 
+    def same_task(self, task):
+        return same_task(self.task_ref, task)
+
+    def same_target(self, target):
+        """The same device, capabilities included (any device if target is None)."""
+        return target is None or self.target == target.to_dict()
+
+    def same_judge(self, judged_by):
+        """Judged the same way (a measured GPU time and a modelled one never mix); any if None."""
+        return judged_by is None or self.judged_by in ("", judged_by)
+
     def matches(self, task, target, judged_by=None):
-        """The same computation on the same device (capabilities included; any device if target is
-        None), judged the same way (a measured GPU time and a modelled one never mix)."""
-        same_task = self.task_ref.get("name") == task.name and list(self.task_ref.get("args", ())) == list(task.args)
-        same_judge = judged_by is None or self.judged_by in ("", judged_by)
-        return same_task and same_judge and (target is None or self.target == target.to_dict())
+        """The same computation on the same device, judged the same way."""
+        return self.same_task(task) and self.same_target(target) and self.same_judge(judged_by)
+
+    def point_in(self, space):
+        return point_in(space, self.config)
+
+
+def point_in(space, config):
+    """A config's point in today's space; SpaceError if a knob is unknown or missing or a value is
+    not one of its knob's (the space changed since the config was written)."""
+    names = {knob.name for knob in space.knobs}
+    unknown = [name for name, _ in config.values if name not in names]
+    if unknown:
+        raise SpaceError(f"unknown knob '{unknown[0]}'")
+    return space.point(config)
+
+
+def same_task(task_ref, task):
+    """Whether a (checked) task reference names this task: the same name and arguments."""
+    return task_ref["name"] == task.name and list(task_ref["args"]) == list(task.args)
 
 
 def record_line(task, target, entry, method, seed, space, judged_by="measured"):
@@ -107,26 +141,41 @@ def record_line(task, target, entry, method, seed, space, judged_by="measured"):
 
 
 class RecordWriter:
-    """Appends records to a JSON-lines file; each line reaches the disk before append returns."""
+    """Appends records to a JSON-lines file under its advisory lock; each line reaches the disk
+    before append returns."""
 
     def __init__(self, path):
         self.path = os.fspath(path)
         directory = os.path.dirname(self.path)
         if directory:
             os.makedirs(directory, exist_ok=True)
-        self._file = open(self.path, "a+", encoding="utf-8")
-        self._file.seek(0, os.SEEK_END)
-        if self._file.tell() > 0:  # a killed run may have left a torn line: start a fresh one
-            self._file.seek(self._file.tell() - 1)
-            last = self._file.read(1)
-            self._file.seek(0, os.SEEK_END)
-            if last != "\n":
-                self._file.write("\n")
+        self._file = open(self.path, "ab+")  # readable: append checks the last byte
+        self._lock_depth = 0
 
-    def append(self, data):
-        self._file.write(json.dumps(data) + "\n")  # insertion order: configs keep knob order
-        self._file.flush()
-        os.fsync(self._file.fileno())
+    @contextlib.contextmanager
+    def locked(self):
+        """Hold the file's exclusive lock (flock) for a short critical section; sections nest."""
+        if self._lock_depth == 0:
+            _flock(self._file, fcntl.LOCK_EX, self.path)
+        self._lock_depth += 1
+        try:
+            yield
+        finally:
+            self._lock_depth -= 1
+            if self._lock_depth == 0:
+                _flock(self._file, fcntl.LOCK_UN, self.path)
+
+    def append(self, data, sync=True):
+        """Append one line (synced unless sync=False: a claim need not survive a crash)."""
+        with self.locked():
+            size = os.fstat(self._file.fileno()).st_size
+            # A killed writer may have left a torn line: start a fresh one, or ours is lost with it.
+            torn = size > 0 and os.pread(self._file.fileno(), 1, size - 1) != b"\n"
+            text = ("\n" if torn else "") + json.dumps(data) + "\n"  # insertion order: configs keep knob order
+            self._file.write(text.encode("utf-8"))
+            self._file.flush()
+            if sync:
+                os.fsync(self._file.fileno())
 
     def close(self):
         self._file.close()
@@ -138,31 +187,95 @@ class RecordWriter:
         self.close()
 
 
-def load_records(path):
-    """Every valid record of a file, in order; each corrupt line is reported and skipped."""
+def _flock(file, operation, path):
+    """flock, or a warning where the file system has none (a run alone on the file is still right)."""
+    try:
+        fcntl.flock(file.fileno(), operation)
+    except OSError as err:
+        if operation != fcntl.LOCK_UN:
+            warnings.warn(f"{path}: cannot lock the record file ({err}); runs sharing it may evaluate a "
+                          "config twice", RuntimeWarning, stacklevel=4)
+
+
+def parse_line(raw):
+    """A line's bytes as ("record" or "claim", its object); RecordSchemaError says what is wrong."""
+    if len(raw) > MAX_LINE_BYTES:
+        raise RecordSchemaError("line", f"line: longer than {MAX_LINE_BYTES} bytes")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise RecordSchemaError("line", f"line: not UTF-8 (byte 0x{raw[err.start]:02x} at column "
+                                        f"{err.start + 1})") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise RecordSchemaError("line", f"line: not JSON ({err.msg} at column {err.colno})") from None
+    except RecursionError:
+        raise RecordSchemaError("line", "line: nested too deeply to read") from None
+    except ValueError as err:  # an integer of more digits than Python converts
+        raise RecordSchemaError("line", f"line: not JSON ({err})") from None
+    return check_line(data), data
+
+
+def read_lines(file, whole_only=False):
+    """(line number, bytes without the newline) for each line of a binary file from where it stands.
+    An overlong line is cut at MAX_LINE_BYTES + 1 bytes (parse_line rejects it) and the rest of it
+    skipped unread. whole_only: stop before a last line that has no newline yet (a writer may be
+    half way through it while the reader does not hold the lock), leaving the file there."""
+    number = 0
+    while True:
+        start = file.tell()
+        raw = file.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        if not raw.endswith(b"\n"):
+            if whole_only and len(raw) <= MAX_LINE_BYTES:
+                file.seek(start)
+                return
+            rest = raw
+            while rest and not rest.endswith(b"\n"):
+                rest = file.readline(1 << 16)
+        number += 1
+        yield number, raw.rstrip(b"\r\n")
+
+
+@dataclass(frozen=True)
+class LoadedRecords:
+    """A record file read back: its valid records, and (line, why) for each corrupt line."""
+
+    records: tuple
+    corrupt: tuple
+
+
+def scan_records(path):
+    """Every valid record of a file, in order, and its corrupt lines, each reported once as a
+    warning naming the file, line and field; claim lines are skipped silently."""
     path = os.fspath(path)
-    records = []
-    with open(path, encoding="utf-8") as lines:
-        for number, text in enumerate(lines, 1):
-            if not text.strip():
+    records, corrupt = [], []
+    with open(path, "rb") as file:
+        _flock(file, fcntl.LOCK_SH, path)  # no half-written line from a writer holding the lock
+        for number, raw in read_lines(file):
+            if not raw.strip():
                 continue
             try:
-                data = json.loads(text)
-                if not isinstance(data, dict):
-                    raise ValueError("not a JSON object")
-                missing = [name for name in RECORD_FIELDS if name not in data]
-                if missing:
-                    raise ValueError(f"missing {', '.join(missing)}")
-                Evaluation.from_dict(data["result"])
-            except (ValueError, KeyError, TypeError) as err:
+                kind, data = parse_line(raw)
+            except RecordSchemaError as err:
                 warnings.warn(f"{path}:{number}: skipped a corrupt record ({err})", CorruptRecordWarning,
-                              stacklevel=2)
+                              stacklevel=3)
+                corrupt.append((number, str(err)))
                 continue
-            records.append(Record(data, number))
-    return records
+            if kind == "record":
+                records.append(Record(data, number))
+    return LoadedRecords(tuple(records), tuple(corrupt))
+
+
+def load_records(path):
+    """Every valid record of a file, in order; each corrupt line is reported and skipped."""
+    return list(scan_records(path).records)
 
 
 def best_records(records, count=1, task=None, target=None, judged_by=None):
-    """The `count` fastest successful records (of one task and target, judged one way, when given)."""
-    chosen = [r for r in records if r.ok and (task is None or r.matches(task, target, judged_by))]
+    """The `count` fastest successful records (of one task, target and judge, where given)."""
+    chosen = [r for r in records if r.ok and (task is None or r.same_task(task)) and r.same_target(target)
+              and r.same_judge(judged_by)]
     return sorted(chosen, key=lambda r: (r.seconds, r.line))[:count]

@@ -8,6 +8,11 @@ exhausted space (no unvisited point can be found).
 Warm-up: while no point has succeeded, random unvisited points are evaluated in batches of
 `starts`, up to `max_warmup` points even if that exceeds the trial budget, so a search never
 hands back an all-failed history; if every one fails, ExplorationError quotes the first failure.
+
+Shared record files: with `shared` (explore.claims.SharedRecords), each batch of proposals is first
+claimed: a point another run already recorded joins the history with that run's result (reused,
+not evaluated), a point another run is evaluating is waited for after this run's own points are
+evaluated and recorded, and the rest are evaluated here and recorded through `shared`.
 """
 
 from __future__ import annotations
@@ -17,9 +22,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .evaluator import ExplorationError
+from .evaluator import Evaluation, ExplorationError
 from .history import History
 from .methods import DEFAULT_GAMMA, make_method
+
+# A shared record file's verdicts on a proposal, besides a recorded Evaluation to reuse.
+EVALUATE = "evaluate"  # claimed by this run: evaluate it here
+WAIT = "wait"          # another run is evaluating it
 
 
 class EarlyStopping:
@@ -45,13 +54,14 @@ class SearchOutcome:
     history: History
     stop_reason: str  # "trials", "early_stopping" or "exhausted"
     resumed: int      # entries that came from a record file, not evaluated in this run
+    reused: int = 0   # entries another run sharing the record file evaluated during this one
 
 
 class Search:
     """One tuning job: a task's space searched by a method with an evaluator."""
 
     def __init__(self, task, space, evaluator, method="q", seed=0, starts=4, gamma=DEFAULT_GAMMA, early_stopping=None,
-                 min_improvement=0.01, max_warmup=64, on_entry=None, **method_options):
+                 min_improvement=0.01, max_warmup=64, on_entry=None, shared=None, **method_options):
         self.task = task
         self.space = space
         self.evaluator = evaluator
@@ -63,6 +73,7 @@ class Search:
         self.early_stopping = early_stopping
         self.min_improvement = min_improvement
         self.on_entry = on_entry or (lambda entry: None)
+        self.shared = shared
         self.method_options = method_options
 
     def run(self, trials, history=None):
@@ -80,21 +91,46 @@ class Search:
         clock_zero = time.perf_counter() - (history.entries[-1].elapsed if history.entries else 0.0)
         batch = max(1, int(getattr(self.evaluator, "batch_size", 1)))
 
+        reused = []
+
+        def add(proposal, evaluation, elapsed, own):
+            entry = history.add(proposal.point, proposal.schedule_key, evaluation, elapsed, proposal.origin)
+            stopper.update(entry)
+            if own and self.shared is not None:
+                self.shared.record(entry)
+            elif not own:
+                reused.append(entry)
+            self.on_entry(entry)
+            return entry
+
+        def measure(chunk):
+            evaluations = self.evaluator.evaluate(self.task, self.space, [p.point for p in chunk]) if chunk else []
+            if len(evaluations) != len(chunk):
+                raise ExplorationError(f"evaluator '{self.evaluator.name}' returned {len(evaluations)} "
+                                       f"results for {len(chunk)} points")
+            elapsed = time.perf_counter() - clock_zero
+            return [add(proposal, evaluation, elapsed, True) for proposal, evaluation in zip(chunk, evaluations)]
+
+        def settle(chunk, verdicts):
+            """Reuse what another run recorded, evaluate what this run claimed."""
+            elapsed = time.perf_counter() - clock_zero
+            entries = [add(proposal, verdict, elapsed, False) for proposal, verdict in zip(chunk, verdicts)
+                       if isinstance(verdict, Evaluation)]
+            return entries + measure([proposal for proposal, verdict in zip(chunk, verdicts) if verdict is EVALUATE])
+
         def evaluate(proposals):
             entries = []
             for begin in range(0, len(proposals), batch):
                 chunk = proposals[begin:begin + batch]
-                evaluations = self.evaluator.evaluate(self.task, self.space, [p.point for p in chunk])
-                if len(evaluations) != len(chunk):
-                    raise ExplorationError(f"evaluator '{self.evaluator.name}' returned {len(evaluations)} "
-                                           f"results for {len(chunk)} points")
-                elapsed = time.perf_counter() - clock_zero
-                for proposal, evaluation in zip(chunk, evaluations):
-                    entry = history.add(proposal.point, proposal.schedule_key, evaluation, elapsed,
-                                        proposal.origin)
-                    stopper.update(entry)
-                    self.on_entry(entry)
-                    entries.append(entry)
+                if self.shared is None:
+                    entries += measure(chunk)
+                else:
+                    verdicts = self.shared.claim(chunk)
+                    entries += settle(chunk, verdicts)
+                    # Only now, with this run's own points recorded, wait: two runs never wait on each other.
+                    waiting = [p for p, verdict in zip(chunk, verdicts) if verdict is WAIT]
+                    if waiting:
+                        entries += settle(waiting, self.shared.wait(waiting))
                 if len(history) >= trials and history.num_ok or stopper.should_stop(len(history)):
                     break
             return entries
@@ -110,7 +146,7 @@ class Search:
                 stop_reason = "exhausted"
                 break
             method.observe(proposals, evaluate(proposals))
-        return SearchOutcome(history, stop_reason, resumed)
+        return SearchOutcome(history, stop_reason, resumed, len(reused))
 
     def _warm_up(self, history, method, evaluate, trials):
         tried = 0

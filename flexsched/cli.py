@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 import time
+import warnings
 
 from .errors import FlexschedError
 
@@ -188,8 +189,11 @@ def _cmd_tune(args, out):
     out.write(f"{summary['task']} on {result.target.name} ({result.target.device}), method {result.method}: "
               f"best {result.gflops:.2f} GFLOPS ({result.seconds * 1e3:.4g} ms per run"
               f"{', predicted by the static GPU model' if modelled else ''})\n")
-    out.write(f"{result.trials} trials ({result.evaluated} evaluated now, {summary['ok']} ok), "
+    reused = f", {result.reused} reused from a run sharing the log" if result.reused else ""
+    out.write(f"{result.trials} trials ({result.evaluated} evaluated now{reused}, {summary['ok']} ok), "
               f"stopped by {result.stop_reason}, {summary['elapsed']:.1f} s\n")
+    if result.resumed_from is not None:
+        out.write(result.resumed_from.line() + "\n")
     out.write(f"config: {result.config.to_json()}\n")
     if result.target.kind == "fpga":  # a modelled design: say what it costs and what bounds it
         details = result.history.best.evaluation.details
@@ -318,12 +322,19 @@ _COMMANDS = {"ops": _cmd_ops, "analyze": _cmd_analyze, "space": _cmd_space, "tun
              "hls": _cmd_hls}
 
 
+def _show_warning(message, category, filename, lineno, file=None, line=None):
+    """A warning as one line of stderr (a skipped record says which file and line, not which source line)."""
+    sys.stderr.write(f"flexsched: warning: {message}\n")
+
+
 def main(argv=None, out=None):
     """Entry point; returns the exit status."""
     out = out or sys.stdout
     args = _build_parser().parse_args(argv)
     try:
-        _COMMANDS[args.command](args, out)
+        with warnings.catch_warnings():
+            warnings.showwarning = _show_warning
+            _COMMANDS[args.command](args, out)
     except FlexschedError as err:
         sys.stderr.write(f"flexsched: error: {err}\n")
         return EXIT_USAGE

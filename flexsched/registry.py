@@ -195,6 +195,17 @@ def task_from_ref(ref):
     return get_task(ref["name"], *ref["args"])
 
 
+def registered_task(ref):
+    """Re-create a task from a ref among the tasks registered in this process; never imports the
+    ref's module (a ref read from a file must not choose code to run)."""
+    _load_library()
+    if ref["name"] not in _REGISTRY:
+        module = f" (defined in module '{ref['module']}')" if ref.get("module") else ""
+        raise RegistryError(f"task '{ref['name']}'{module} is not registered in this process; import the module "
+                            "that defines it first, or pass the task")
+    return get_task(ref["name"], *ref["args"])
+
+
 def list_tasks():
     """Every registered definition, sorted by name."""
     _load_library()

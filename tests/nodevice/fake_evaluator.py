@@ -6,6 +6,7 @@ Every call is kept, so tests can check what was evaluated and how often.
 """
 
 import math
+import time
 
 from explore.evaluator import Evaluation, Evaluator
 
@@ -23,14 +24,16 @@ def fake_seconds(config):
 class FakeEvaluator(Evaluator):
     name = "fake"
 
-    def __init__(self, fail_first=0, always_fail=False):
+    def __init__(self, fail_first=0, always_fail=False, delay=0.0):
         self.calls = []          # every point evaluated, in order
         self.batches = 0
         self.fail_first = fail_first
         self.always_fail = always_fail
+        self.delay = delay       # seconds per point, so concurrent runs overlap as real ones do
 
     def evaluate(self, task, space, points):
         self.batches += 1
+        time.sleep(self.delay * len(points))
         results = []
         for point in points:
             self.calls.append(tuple(point))

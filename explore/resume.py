@@ -1,0 +1,144 @@
+"""Record files read back into this process: a resumed history and why records were left out,
+the best record that fits today's space, and the task a record names.
+
+Nothing a record says chooses code to run: a task is looked up among those registered in this
+process (the operator library, and whatever the user imported), never imported by module name.
+A record that does not fit today's space (the space generator changed since it was written) is
+reported with its file and line and skipped, like a corrupt one.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from dataclasses import dataclass
+
+from .evaluator import Evaluation, ExplorationError
+from .history import History
+from .records import LoadedRecords, best_records, scan_records
+
+# Why --resume leaves a record out, in the order a record is checked.
+REASONS = ("task", "target", "judge", "space", "duplicate", "corrupt")
+REASON_TEXT = {"task": "of another task", "target": "of another target or its capabilities",
+               "judge": "judged another way (measured against modelled)", "space": "not in today's space",
+               "duplicate": "duplicates", "corrupt": "corrupt"}
+# After a space change every record of a task misfits: a few lines say which, the report counts all.
+MAX_MISFIT_WARNINGS = 10
+
+
+class MisfitRecordWarning(UserWarning):
+    """A record whose config is not a point of today's space; it is skipped."""
+
+
+@dataclass(frozen=True)
+class ResumeReport:
+    """What a resumed run took from its record file: how many records, and why it left the rest."""
+
+    path: str
+    used: int
+    ignored: tuple = ()  # (reason, count) in REASONS order, counts above zero only
+
+    def count(self, reason):
+        return dict(self.ignored).get(reason, 0)
+
+    def line(self):
+        """One line for people: 'resumed 12 records from run.jsonl; ignored 3: 2 corrupt, 1 duplicates'."""
+        text = f"resumed {self.used} record{'s' if self.used != 1 else ''} from {self.path}"
+        if self.ignored:
+            total = sum(count for _, count in self.ignored)
+            text += f"; ignored {total}: " + ", ".join(f"{count} {REASON_TEXT[reason]}"
+                                                       for reason, count in self.ignored)
+        return text
+
+
+def resume_history(path, task, target, space, judged_by=None):
+    """(History of the file's records of this task and target judged the same way, ResumeReport).
+    A missing file resumes nothing."""
+    path = os.fspath(path)
+    history = History(space.info.flops)
+    loaded = scan_records(path) if os.path.exists(path) else LoadedRecords((), ())
+    counts = dict.fromkeys(REASONS, 0)
+    counts["corrupt"] = len(loaded.corrupt)
+    misfits = Misfits(path, task)
+    for record in loaded.records:
+        reason = _mismatch(record, task, target, judged_by)
+        point = misfits.point(record, space) if reason is None else None
+        if reason is None and point is None:
+            reason = "space"
+        if reason is None:
+            key = space.schedule(point).to_json()
+            if history.is_visited(point) or history.entry_for_key(key) is not None:
+                reason = "duplicate"
+        if reason is not None:
+            counts[reason] += 1
+            continue
+        origin = record.data.get("origin")
+        if origin is not None:
+            origin = (tuple(origin["start"]), int(origin["direction"]))
+        history.add(point, key, Evaluation.from_dict(record.data["result"]), record.data.get("elapsed", 0.0), origin)
+    misfits.summarise()
+    report = ResumeReport(path, len(history), tuple((reason, count) for reason, count in counts.items() if count))
+    return history, report
+
+
+def _mismatch(record, task, target, judged_by):
+    """Why a record is not of this run ("task", "target" or "judge"), or None."""
+    if not record.same_task(task):
+        return "task"
+    if not record.same_target(target):
+        return "target"
+    if not record.same_judge(judged_by):
+        return "judge"
+    return None
+
+
+class Misfits:
+    """Reports records that do not fit today's space: the first few by line, then a count."""
+
+    def __init__(self, path, task, limit=MAX_MISFIT_WARNINGS):
+        self.path = path
+        self.task = task
+        self.limit = limit
+        self.count = 0
+
+    def point(self, record, space):
+        """The record's point in the space, or None (reported) where it does not fit."""
+        try:
+            return record.point_in(space)
+        except ValueError as err:  # SpaceError
+            self.count += 1
+            if self.count <= self.limit:
+                warnings.warn(f"{self.path}:{record.line}: skipped a record of {self.task} that does not fit "
+                              f"today's space ({err})", MisfitRecordWarning, stacklevel=4)
+            return None
+
+    def summarise(self):
+        if self.count > self.limit:
+            warnings.warn(f"{self.path}: skipped {self.count - self.limit} more records of {self.task} that do not "
+                          "fit today's space", MisfitRecordWarning, stacklevel=4)
+
+
+def best_fitting_record(path, records, task, target, space):
+    """(record, point): the fastest successful record of the task on the target that fits the space."""
+    misfits = Misfits(os.fspath(path), task)
+    for record in best_records(records, len(records), task, target):
+        point = misfits.point(record, space)
+        if point is not None:
+            return record, point
+    misfits.summarise()
+    raise ExplorationError(f"{path}: no successful record of {task} on {target.name}"
+                           + (" that fits today's space" if misfits.count else ""))
+
+
+def task_of_best_record(path, records, target):
+    """The task of the fastest successful record on the target, if it is registered in this process."""
+    from flexsched.errors import FlexschedError
+    from flexsched.registry import registered_task
+
+    best = best_records(records, 1, None, target)
+    if not best:
+        raise ExplorationError(f"{path}: no successful record on {target.name}")
+    try:
+        return registered_task(best[0].task_ref)
+    except FlexschedError as err:
+        raise ExplorationError(f"{path}:{best[0].line}: {err}") from None
