@@ -105,7 +105,9 @@ def _node_steps(info, node, config):
     # Read stage: input tiles load once per outer iteration; write stage: the output tile
     # leaves once its reduction is done.
     read_anchor = (outer_reduce or outer_spatial or trivial or nest)[-1]
-    write_anchor = (outer_spatial or trivial or nest)[-1]
+    # A spatial loop: a reduction of one step is trivial too, but the output cannot leave inside it.
+    trivial_spatial = [loop.name for loop in trivial_loops(node.spatial)]
+    write_anchor = (outer_spatial or trivial_spatial or nest)[-1]
     inputs = effective_inputs(info, config, node)
     for tensor in inputs:
         steps.append(Buffer(node.name, tensor, read_anchor))
