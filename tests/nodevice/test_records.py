@@ -290,7 +290,8 @@ def test_many_misfits_are_summarised_not_listed(tmp_path, template):
 
 def test_build_best_skips_a_faster_record_that_no_longer_fits(tmp_path, template, monkeypatch):
     built = []
-    monkeypatch.setattr("codegen.kernel.build", lambda task, schedule, target: built.append((task, schedule)))
+    monkeypatch.setattr("codegen.isolated_build.build_isolated",
+                        lambda task, schedule, target, **limits: built.append((task, schedule)))
     log = tmp_path / "run.jsonl"
     faster = [changed(d, "result/seconds", 1e-9) for d in misfit_lines(template)]
     log.write_text("".join(json.dumps(d) + "\n" for d in [template, *faster]))
@@ -308,7 +309,8 @@ def test_build_best_skips_a_faster_record_that_no_longer_fits(tmp_path, template
 
 def test_build_best_ignores_records_of_another_target(tmp_path, template, monkeypatch):
     built = []
-    monkeypatch.setattr("codegen.kernel.build", lambda task, schedule, target: built.append(task))
+    monkeypatch.setattr("codegen.isolated_build.build_isolated",
+                        lambda task, schedule, target, **limits: built.append(task))
     log = tmp_path / "run.jsonl"
     elsewhere = changed(changed(template, "target/cores", 4096), "task/args", [8, 8, 8])
     log.write_text(json.dumps(changed(elsewhere, "result/seconds", 1e-9)) + "\n" + json.dumps(template) + "\n")
