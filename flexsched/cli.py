@@ -181,7 +181,7 @@ def _cmd_tune(args, out):
     try:
         result = optimize(task, target, trials=args.trials, method=args.method, log=args.log, resume=args.resume,
                           seed=args.seed, starts=args.starts, early_stopping=args.early_stop, progress=progress,
-                          evaluator=args.evaluator)
+                          evaluator=args.evaluator, build_kernel=False)  # the record file keeps the result
     finally:
         progress.finish()
     summary = result.summary()
