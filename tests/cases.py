@@ -1,5 +1,5 @@
-"""Test cases several test folders share: small shapes of the 14 library operators, and a wrapper
-that makes a computation built in a test look like a registered task."""
+"""Test cases several test folders share: small shapes of the 14 library operators, a wrapper
+that makes a computation built in a test look like a registered task, and a process probe."""
 
 import numpy as np
 
@@ -32,3 +32,12 @@ class LocalTask:
 
     def __str__(self):
         return self.name
+
+
+def is_running(pid):
+    """Whether pid is a live process (a zombie nobody reaped counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False

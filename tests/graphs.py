@@ -180,3 +180,27 @@ def small_graphs():
                      st.tuples(st.just("centre"), st.none()), st.tuples(st.just("matmul"), st.integers(1, 9)))
     shape = st.lists(st.integers(1, 11), min_size=1, max_size=3)
     return st.builds(build_small_graph, shape, st.lists(step, min_size=1, max_size=3))
+
+
+# ---------------------------------------------------------------- checking loop IR
+
+def task_named(name):
+    """A library operator at its small test shape, or a graph defined here."""
+    from flexsched.registry import get_task
+
+    from cases import SHAPES
+
+    return GRAPHS[name]() if name in GRAPHS else get_task(name, *SHAPES[name])
+
+
+def assert_interprets_to_reference(task, func, schedule, seed=0):
+    """The loop IR run by the interpreter (which raises on a race, a divergent barrier or an
+    out-of-bounds access) computes the reference's outputs."""
+    from codegen.interpret import run
+
+    inputs = task.random_inputs(seed)
+    arrays = [*inputs, *(np.empty(b.shape, dtype=b.dtype) for b in func.params[len(inputs):])]
+    run(func, arrays)
+    for out, ref in zip(arrays[len(inputs):], task.evaluate(*inputs)):
+        scale = max(1.0, float(np.abs(ref[np.isfinite(ref)]).max()))
+        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * scale, err_msg=f"{task} under\n{schedule.to_json()}")

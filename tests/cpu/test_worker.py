@@ -12,6 +12,8 @@ import pytest
 
 from codegen.worker import Worker, WorkerFailure
 
+from cases import is_running
+
 pytestmark = pytest.mark.cpu
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,15 +39,6 @@ if __name__ == "__main__":
     else:
         measure()
 """
-
-
-def is_running(pid):
-    """Whether pid is a live process (a zombie nobody reaped counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 @pytest.mark.parametrize("started_by", ["main", "thread"])

@@ -8,37 +8,29 @@ import pytest
 
 from analysis import analyze
 from codegen.hls import lower_hls
-from codegen.interpret import run
-from flexsched.registry import get_task
 from space import generate
 
 from cases import SHAPES
-from graphs import GRAPHS, build_small_graph, stress_points
+from graphs import GRAPHS, assert_interprets_to_reference, build_small_graph, stress_points, task_named
 
 pytestmark = pytest.mark.fpga
 
 
 def assert_interprets_correctly(task, schedule, seed=0):
-    func = lower_hls(task, schedule)[2].func
-    inputs = task.random_inputs(seed)
-    arrays = [*inputs, *(np.empty(b.shape, dtype=b.dtype) for b in func.params[len(inputs):])]
-    run(func, arrays)
-    for out, ref in zip(arrays[len(inputs):], task.evaluate(*inputs)):
-        scale = max(1.0, float(np.abs(ref[np.isfinite(ref)]).max()))
-        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * scale, err_msg=f"{task} under\n{schedule.to_json()}")
+    assert_interprets_to_reference(task, lower_hls(task, schedule)[2].func, schedule, seed)
 
 
-def task_named(name):
-    return GRAPHS[name]() if name in GRAPHS else get_task(name, *SHAPES[name])
+def random_points_interpret_correctly(name, count, seed):
+    task = task_named(name)
+    space = generate(analyze(task), "fpga")
+    rng = np.random.default_rng(seed)
+    for _ in range(count):
+        assert_interprets_correctly(task, space.schedule(space.random_point(rng)))
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES) + sorted(GRAPHS))
 def test_random_points_interpret_to_the_reference(name):
-    task = task_named(name)
-    space = generate(analyze(task), "fpga")
-    rng = np.random.default_rng(8)
-    for _ in range(3):
-        assert_interprets_correctly(task, space.schedule(space.random_point(rng)))
+    random_points_interpret_correctly(name, 3, seed=8)
 
 
 @pytest.mark.parametrize("name", sorted(GRAPHS))
@@ -52,11 +44,7 @@ def test_attached_and_padded_points_of_graphs_interpret_to_the_reference(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(SHAPES) + sorted(GRAPHS))
 def test_dozens_of_random_points_interpret_to_the_reference(name):
-    task = task_named(name)
-    space = generate(analyze(task), "fpga")
-    rng = np.random.default_rng(10)
-    for _ in range(30):
-        assert_interprets_correctly(task, space.schedule(space.random_point(rng)))
+    random_points_interpret_correctly(name, 30, seed=10)
 
 
 def test_a_one_step_reduction_over_a_single_row_keeps_its_output_at_a_spatial_loop():

@@ -14,13 +14,11 @@ import pytest
 
 from analysis import analyze
 from codegen.cuda_backend import modules_for
-from codegen.interpret import run
 from codegen.kernel import lower_for
-from flexsched.registry import get_task
 from space import generate
 
 from cases import SHAPES
-from graphs import GRAPHS, stress_points
+from graphs import GRAPHS, assert_interprets_to_reference, stress_points, task_named
 
 def random_schedules(task, count, seed):
     space = generate(analyze(task), "cuda")
@@ -34,20 +32,10 @@ def gpu_function(task, schedule):
 
 
 def assert_emulates_correctly(task, schedule, seed=0):
-    func = gpu_function(task, schedule)
-    inputs = task.random_inputs(seed)
-    arrays = [*inputs, *(np.empty(b.shape, dtype=b.dtype) for b in func.params[len(inputs):])]
-    run(func, arrays)   # raises on a race, a divergent barrier or an out-of-bounds access
-    for out, ref in zip(arrays[len(inputs):], task.evaluate(*inputs)):
-        scale = max(1.0, float(np.abs(ref[np.isfinite(ref)]).max()))
-        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * scale, err_msg=f"{task} under\n{schedule.to_json()}")
+    assert_interprets_to_reference(task, gpu_function(task, schedule), schedule, seed)
 
 
 LOCAL_TASKS = GRAPHS
-
-
-def task_named(name):
-    return LOCAL_TASKS[name]() if name in LOCAL_TASKS else get_task(name, *SHAPES[name])
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES) + sorted(LOCAL_TASKS))

@@ -2,17 +2,15 @@
 random small graphs, after the GPU passes (threads in barrier-separated phases, races
 reported) or as the HLS printer sees them, compute the reference's answer."""
 
-import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from analysis import analyze
 from codegen.hls import lower_hls
-from codegen.interpret import run
 from codegen.kernel import lower_for
 from space import generate
 
-from graphs import small_graphs, stress_points
+from graphs import assert_interprets_to_reference, small_graphs, stress_points
 
 
 def loop_ir(task, schedule, target):
@@ -26,10 +24,4 @@ def test_random_points_of_random_graphs_interpret_to_the_reference(target, task,
     space = generate(analyze(task), target)
     point = stress_points(space, 1, seed)[0] if stress else space.random_point(seed)
     schedule = space.schedule(point)
-    func = loop_ir(task, schedule, target)
-    inputs = task.random_inputs(seed)
-    arrays = [*inputs, *(np.empty(b.shape, dtype=b.dtype) for b in func.params[len(inputs):])]
-    run(func, arrays)
-    for out, ref in zip(arrays[len(inputs):], task.evaluate(*inputs)):
-        scale = max(1.0, float(np.abs(ref).max()))
-        np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4 * scale, err_msg=f"{target}: {schedule.to_json()}")
+    assert_interprets_to_reference(task, loop_ir(task, schedule, target), schedule, seed)

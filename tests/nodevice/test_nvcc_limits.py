@@ -6,6 +6,8 @@ import time
 
 from codegen.nvcc import CudaCompileError, compile_units
 
+from cases import is_running
+
 # Starts a child that would outlive it, as nvcc starts cicc and ptxas, records the child's pid and
 # waits for it.
 FAKE_NVCC = """#!/bin/sh
@@ -13,15 +15,6 @@ sleep 60 &
 echo $! > "$(dirname "$0")/child.pid"
 wait
 """
-
-
-def is_running(pid):
-    """Whether pid is a live process (a zombie nobody reaped counts as gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except FileNotFoundError:
-        return False
 
 
 def test_a_compile_past_its_time_limit_fails_and_kills_what_nvcc_started(tmp_path, monkeypatch):
