@@ -341,8 +341,14 @@ class _FunctionEmitter:
         base = self._lane_zero_index(buffer, access_indices(store))
         if stride == 1:
             value = self._broadcast(value, lanes)
+            address = self._address(buffer, pointer, base, inbounds=False)
             if self.lane_guard is None and self._lanes_stay_in_row(buffer, access_indices(store), writes=True):
-                self.builder.store(value, self._address(buffer, pointer, base), align=align)
+                self.builder.store(value, address, align=align)
+            elif self._span_inside(buffer, access_indices(store)):
+                # A blend, not a masked store: lanes off keep their old value, and a register
+                # tile stays plain loads and stores, which LLVM can keep in registers.
+                old = self.builder.load(address, align=align, typ=value.type)
+                self.builder.store(self.builder.select(self._live_mask(lanes), value, old), address, align=align)
             else:
                 self._masked_store(buffer, pointer, base, value)
             return
@@ -410,6 +416,19 @@ class _FunctionEmitter:
             return True
         first_lane = affine.interval(indices[-1], {var.name: (0, 0)})
         return first_lane is not None and first_lane[0] + self.live_lanes >= buffer.shape[-1]
+
+    def _span_inside(self, buffer, indices):
+        """Whether every lane of a local buffer's access, off and padded ones included, lies in its
+        (row-padded) memory for every value of the loops around it: then a plain vector access is safe."""
+        shape = self.shapes.get(buffer)
+        if shape is None:
+            return False
+        var, lanes = self.vector
+        for index, extent in zip(indices, shape):
+            span = affine.interval(index, {var.name: (0, lanes - 1)})
+            if span is None or span[0] < 0 or span[1] >= extent:
+                return False
+        return True
 
     def _live_mask(self, lanes):
         """<lanes x i1>: true on the lanes of the loop itself whose conditions hold."""
@@ -493,7 +512,8 @@ class _FunctionEmitter:
         var, lanes = self.vector
         live = self.live_lanes or lanes
         stride = flat_stride(buffer, indices, var, self.shapes.get(buffer))
-        if stride == 1 and (guarded or self.lane_guard is not None or not self._lanes_stay_in_row(buffer, indices)):
+        plain = self._span_inside(buffer, indices) or (self.lane_guard is None and self._lanes_stay_in_row(buffer, indices))
+        if stride == 1 and (guarded or not plain):
             base = self._lane_zero_index(buffer, indices, guarded)
             return self._masked_load(buffer, pointer, base, lanes, guarded)
         guarded = guarded or self.lane_guard is not None   # lanes masked off may point anywhere

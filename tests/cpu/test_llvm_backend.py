@@ -406,3 +406,29 @@ def test_a_body_unrolled_past_the_code_size_budget_is_rolled_back_and_stays_corr
     a, o = rand(64, 64), np.zeros((64, 64), "float32")
     kernel(a, o)
     np.testing.assert_allclose(o, a * a.T + np.roll(a, -1, axis=0) - np.roll(a, -3, axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_a_guarded_register_tile_stays_in_registers():
+    """29 columns in tiles of 16, so the second tile's guard leaves 13 lanes on: its accumulations
+    blend under the guard's mask instead of masked stores, so the tile's loads and stores stay
+    plain and SROA keeps it out of memory."""
+    A, O = buf("A", (5, 29)), buf("O", (2, 29))
+    tile = buf("tile", (2, 16), scope="local")
+
+    def for_tile_rows(make):
+        return seq(*[loop("j", 16, "vectorized", lambda j, r=r: make(r, j)) for r in range(2)])
+
+    def body(o):
+        column = lambda j: o * 16 + j  # noqa: E731
+        guard = lambda j, stmt: IfThenElse(column(j) < 29, stmt)  # noqa: E731
+        init = for_tile_rows(lambda r, j: Store(tile, (r, j), 0.0))
+        steps = [for_tile_rows(lambda r, j, k=k: guard(j, Store(tile, (r, j), ld(tile, r, j)
+                                                                   + ld(A, k, column(j)) * float(r + 1))))
+                 for k in range(5)]
+        out = for_tile_rows(lambda r, j: guard(j, Store(O, (r, column(j)), ld(tile, r, j))))
+        return Allocate(tile, seq(init, *steps, out))
+    kernel = compile_func(PrimFunc("guarded_tile", (A, O), loop("o", 2, "serial", body)))
+    a, o = rand(5, 29), np.zeros((2, 29), "float32")
+    kernel(a, o)
+    np.testing.assert_allclose(o, np.outer([1, 2], a.sum(axis=0)), rtol=1e-5, atol=1e-5)
+    assert kernel.fallbacks == () and "alloca" not in kernel.llvm_ir
