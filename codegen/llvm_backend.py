@@ -417,6 +417,11 @@ class _FunctionEmitter:
         first_lane = affine.interval(indices[-1], {var.name: (0, 0)})
         return first_lane is not None and first_lane[0] + self.live_lanes >= buffer.shape[-1]
 
+    def _plain_load_is_safe(self, buffer, indices):
+        """Whether a contiguous vector load may read all its lanes, off and padded ones included."""
+        unmasked = self.lane_guard is None and self._lanes_stay_in_row(buffer, indices)
+        return unmasked or self._span_inside(buffer, indices)
+
     def _span_inside(self, buffer, indices):
         """Whether every lane of a local buffer's access, off and padded ones included, lies in its
         (row-padded) memory for every value of the loops around it: then a plain vector access is safe."""
@@ -512,8 +517,7 @@ class _FunctionEmitter:
         var, lanes = self.vector
         live = self.live_lanes or lanes
         stride = flat_stride(buffer, indices, var, self.shapes.get(buffer))
-        plain = self._span_inside(buffer, indices) or (self.lane_guard is None and self._lanes_stay_in_row(buffer, indices))
-        if stride == 1 and (guarded or not plain):
+        if stride == 1 and (guarded or not self._plain_load_is_safe(buffer, indices)):
             base = self._lane_zero_index(buffer, indices, guarded)
             return self._masked_load(buffer, pointer, base, lanes, guarded)
         guarded = guarded or self.lane_guard is not None   # lanes masked off may point anywhere
