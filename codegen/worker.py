@@ -129,7 +129,7 @@ class Worker:
             self._discard()
             raise WorkerFailure("timeout", f"worker killed after {timeout_s:.1f} s")
         try:
-            answer, outcome = current.conn.recv() if state == "readable" else (None, None)
+            answer, outcome, retiring = current.conn.recv() if state == "readable" else (None, None, False)
         except (EOFError, OSError):
             answer = None
         if answer is None:
@@ -139,6 +139,8 @@ class Worker:
         if answer != request:
             self._discard()
             raise RuntimeError(f"worker answered request {answer}, expected {request}")
+        if retiring:  # it exits after this answer: the next call must not reach it
+            self._discard()
         return outcome
 
     @staticmethod
@@ -233,7 +235,8 @@ def worker_main(conn, parent_sys_path, memory_limit_bytes, kinds, parent_pid, de
     None stops it.
 
     A back end left unhealthy by a call (a kernel that faulted the GPU spoils its context) ends
-    the loop once the answer is sent; the parent starts a fresh worker for the next call."""
+    the loop; its answer says so, so the parent starts a fresh worker for the next call rather
+    than sending it to one that is exiting."""
     _die_with_parent(parent_pid, death_signal)
     sys.path[:] = parent_sys_path
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
@@ -248,8 +251,10 @@ def worker_main(conn, parent_sys_path, memory_limit_bytes, kinds, parent_pid, de
         if message is None:
             return
         request, function_path, args = message
-        _answer(conn, request, _call_safely(function_path, args))
-        if not _backends_healthy():
+        outcome = _call_safely(function_path, args)
+        retiring = not _backends_healthy()
+        _answer(conn, request, outcome, retiring)
+        if retiring:
             return
 
 
@@ -261,12 +266,13 @@ def _call_safely(function_path, args):
         return "error", describe_exception(err)
 
 
-def _answer(conn, request, outcome):
-    """Send the outcome; one that cannot be pickled is sent as an error instead."""
+def _answer(conn, request, outcome, retiring):
+    """Send the outcome (and whether this worker exits next); one that cannot be pickled is sent
+    as an error instead."""
     try:
-        data = ForkingPickler.dumps((request, outcome))
+        data = ForkingPickler.dumps((request, outcome, retiring))
     except Exception as err:  # noqa: BLE001
-        data = ForkingPickler.dumps((request, ("error", f"unsendable result: {describe_exception(err)}")))
+        data = ForkingPickler.dumps((request, ("error", f"unsendable result: {describe_exception(err)}"), retiring))
     conn.send_bytes(data)  # what conn.send() would write: the parent's recv() unpickles it
 
 

@@ -82,3 +82,12 @@ def counted_reference(task_ref, seed, path):
     write_reference(task_ref, seed, path)
     with open(os.environ["REFERENCE_LOG"], "a") as log:
         log.write(f"{task_ref['name']}{task_ref['args']}\n")
+
+
+def spoil_back_ends():
+    """Leave this worker's back ends 'unhealthy' (as a kernel that faults the GPU does): the worker
+    must exit after answering, and say so, so the parent never sends it another call."""
+    import codegen.worker
+
+    codegen.worker._backends_healthy = lambda: False
+    return os.getpid()

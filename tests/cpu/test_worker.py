@@ -89,3 +89,12 @@ def test_calls_return_values_and_failures_are_one_line():
             worker.call("os:abort", (), 60)
         assert (killed.value.status, killed.value.reason) == ("crash", "worker died with signal SIGABRT")
         assert worker.call("math:gcd", (4, 6), 60) == 2   # a fresh worker
+
+
+def test_a_worker_left_unhealthy_is_replaced_before_the_next_call(monkeypatch):
+    monkeypatch.syspath_prepend(HERE)
+    with Worker(memory_limit_bytes=4 * 2**30) as worker:
+        spoiled = worker.call("measure_faults:spoil_back_ends", (), 60)
+        assert worker.pid is None   # the answer said the worker exits: no call may reach it
+        for _ in range(3):          # called at once, as a search does
+            assert worker.call("os:getpid", (), 60) != spoiled

@@ -88,7 +88,7 @@ def fault_runners_importable(monkeypatch):
 
 @pytest.mark.gpu
 def test_a_kernel_that_faults_the_device_costs_only_its_worker(fault_runners_importable):
-    marked = get_task("GMM", 13, 96, 64)
+    marked = get_task("GMM", 32, 96, 64)
     with Measurer(timeout_s=120, warmup=1, repeats=3, min_run_seconds=0.001, kinds=("gpu",),
                   runner="gpu_faults:illegal_address_runner") as measurer:
         first = measurer.measure_one(MeasureInput.of(marked, schedule(marked), "cuda"))
