@@ -21,6 +21,7 @@ import uuid
 from dataclasses import dataclass
 
 from space.config import Config
+from space.space import GENERATED
 
 from .records import Record, RecordWriter, parse_line, point_in, read_lines
 from .record_schema import RecordSchemaError
@@ -42,9 +43,11 @@ class Claim:
     time: float
 
 
-def scope_of(task, target, judged_by):
-    """The digest that claim lines carry for a task on a target judged one way (a short line)."""
-    text = json.dumps([task.name, list(task.args), target.to_dict(), judged_by], sort_keys=True)
+def scope_of(task, target, judged_by, space=None):
+    """The digest that claim lines carry for a task on a target judged one way, in one space (a short line)."""
+    identity = space.identity() if space is not None and space.name != GENERATED else None
+    text = json.dumps([task.name, list(task.args), target.to_dict(), judged_by] + ([identity] if identity else []),
+                      sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
@@ -72,7 +75,7 @@ class SharedRecords:
         self.claim_seconds = claim_seconds
         self.run = uuid.uuid4().hex
         self.host = socket.gethostname()
-        self.scope = scope_of(task, target, judged_by)
+        self.scope = scope_of(task, target, judged_by, space)
         self._writer = RecordWriter(self.path)
         self._reader = open(self.path, "rb")
         self._results = {}   # schedule key -> Evaluation recorded by any run
@@ -156,7 +159,8 @@ class SharedRecords:
         record = Record(data, 0)
         if not record.matches(self.task, self.target, self.judged_by):
             return
-        key = self._key(record.data["config"])
+        # The same schedule is the same candidate, whichever space proposed it.
+        key = json.dumps(record.data["schedule"]) if "schedule" in record.data else self._key(record.data["config"])
         if key is not None:
             self._results.setdefault(key, record.evaluation)
 

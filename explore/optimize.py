@@ -23,7 +23,7 @@ from .evaluator import ExplorationError, evaluator_for
 from .history import History
 from .records import load_records, record_line
 from .methods import DEFAULT_GAMMA
-from .resume import best_fitting_record, resume_history, task_of_best_record
+from .resume import best_replayable_record, resume_history, task_of_best_record
 from .search import Search
 
 
@@ -45,13 +45,15 @@ class TuneResult:
     stop_reason: str
     reused: int = 0       # points another run sharing the record file evaluated meanwhile
     resumed_from: Any = None  # the ResumeReport of a resumed run
+    space: Any = None         # the Space searched
 
     def summary(self):
         """A JSON-ready summary (the CLI's --json line)."""
         return {"task": str(self.task), "target": self.target.name, "method": self.method,
                 "trials": self.trials, "evaluated": self.evaluated, "ok": self.history.num_ok,
                 "stop_reason": self.stop_reason, "best_seconds": self.seconds, "best_gflops": self.gflops,
-                "config": self.config.to_dict(), "elapsed": self.history.entries[-1].elapsed}
+                "config": self.config.to_dict(), "elapsed": self.history.entries[-1].elapsed,
+                "space": self.space.name if self.space is not None else None}
 
 
 def _task_of(task):
@@ -82,7 +84,8 @@ def _has_back_end(target):
 def build_best(path, task=None, target="llvm"):
     """The kernel of the best record in a file on the target, built without searching (of `task` if
     given, else of the best record's task, which must be registered in this process), in the
-    isolated build worker (a build that fails, hangs or crashes is a codegen BuildError)."""
+    isolated build worker (a build that fails, hangs or crashes is a codegen BuildError). The
+    record's own schedule is replayed, whichever space (generated or template) it came from."""
     from analysis import analyze
     from codegen.isolated_build import build_isolated
     from space import generate
@@ -90,14 +93,30 @@ def build_best(path, task=None, target="llvm"):
     target = get_target(target)
     records = load_records(path)
     task = _task_of(task) if task is not None else task_of_best_record(path, records, target)
-    space = generate(analyze(task), target)
-    _, point = best_fitting_record(path, records, task, target, space)
-    return build_isolated(task, space.schedule(point), target)
+    _, schedule = best_replayable_record(path, records, task, target, lambda: generate(analyze(task), target))
+    return build_isolated(task, schedule, target)
+
+
+def space_for(task, target, space=None, info=None):
+    """The Space to search: `space` itself if it is one; else by name: None or "generated" (the
+    template-free space), "template" (the operator's default template) or "template:NAME"."""
+    from analysis import analyze
+    from space import Space, generate, template_space
+
+    if isinstance(space, Space):
+        return space
+    info = info or analyze(task)
+    if space in (None, "generated"):
+        return generate(info, target)
+    if isinstance(space, str) and (space == "template" or space.startswith("template:")):
+        name = space.partition(":")[2] or None
+        return template_space(task, info, target, name)
+    raise ExplorationError(f"unknown space {space!r}: expected 'generated', 'template' or 'template:NAME'")
 
 
 def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False, seed=0, evaluator=None,
              starts=4, gamma=DEFAULT_GAMMA, early_stopping=None, min_improvement=0.01, build_kernel=True, progress=None,
-             evaluator_options=None, **method_options):
+             evaluator_options=None, space=None, **method_options):
     """Search the schedule space of `task` on `target`; a TuneResult with the best point found.
 
     task: a Task, or (name, *args). method: "q" (Q-network directions), "p" (every direction)
@@ -116,7 +135,7 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
         raise ExplorationError("resume needs a record file (log=...)")
     if trials < 1:
         raise ExplorationError(f"trials must be at least 1, got {trials}")
-    space = generate(analyze(task), target)
+    space = space_for(task, target, space)
     own_evaluator = evaluator is None or isinstance(evaluator, str)
     if own_evaluator:
         evaluator = evaluator_for(target, evaluator, **(evaluator_options or {}))
@@ -156,4 +175,4 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
         kernel = build_isolated(task, schedule, target)  # its limits protect this process from the compiler
     return TuneResult(task, target, method, space.config(best.point), schedule, best.seconds, best.gflops,
                       kernel, history, len(history), len(history) - outcome.resumed - outcome.reused,
-                      outcome.stop_reason, outcome.reused, report)
+                      outcome.stop_reason, outcome.reused, report, space)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from codegen.measure import STATUSES as MEASURED_STATUSES
+from flexsched.schedule import ScheduleError, step_from_dict
 
 # The models' verdicts besides "ok": explore.evaluator's GPU model and fpga_model's evaluator.
 STATUSES = MEASURED_STATUSES + ("rejected", "error")
@@ -59,6 +60,8 @@ def check_record(data):
     _optional(data, "gflops", _non_negative, nullable=True)
     _optional(data, "seconds", _non_negative, nullable=True)
     _optional(data, "judged_by", _printable)
+    _optional(data, "space", _check_space)
+    _optional(data, "schedule", _check_schedule)
     _optional(data, "method", _printable)
     _optional(data, "seed", _integer, nullable=True)
     _optional(data, "error", _string, nullable=True)
@@ -103,6 +106,25 @@ def _check_task(task, field):
         if isinstance(arg, str):
             _printable(arg, f"{field}.args[{index}]")
     _optional(task, "module", _printable, field, nullable=True)
+
+
+def _check_space(space, field):
+    _object(space, field)
+    for name in ("name", "version"):
+        if name not in space:
+            raise RecordSchemaError(f"{field}.{name}", f"{field}.{name}: missing")
+    _printable(space["name"], f"{field}.name")
+    _natural(space["version"], f"{field}.version")
+
+
+def _check_schedule(steps, field):
+    """A list of schedule steps, each one a known step kind with its fields."""
+    for index, step in enumerate(_list(steps, field)):
+        _object(step, f"{field}[{index}]")
+        try:
+            step_from_dict(step)
+        except (ScheduleError, TypeError) as err:
+            raise RecordSchemaError(f"{field}[{index}]", f"{field}[{index}]: {err}") from None
 
 
 def _check_config(config, field):

@@ -22,8 +22,9 @@ import warnings
 from dataclasses import dataclass
 from typing import Mapping
 
+from flexsched.schedule import Schedule
 from space.config import Config
-from space.space import SpaceError
+from space.space import GENERATED, SpaceError
 
 from .evaluator import Evaluation
 from .record_schema import RecordSchemaError, check_line
@@ -91,7 +92,27 @@ class Record:
         """The same computation on the same device, judged the same way."""
         return self.same_task(task) and self.same_target(target) and self.same_judge(judged_by)
 
+    @property
+    def space(self):
+        """{"name", "version"} of the space the point belongs to (records written before spaces had
+        names are of the generated space, version 1)."""
+        return self.data.get("space") or {"name": GENERATED, "version": 1}
+
+    def same_space(self, space):
+        """Whether the record is a point of this space (the same generator or template, same version)."""
+        return self.space == space.identity()
+
+    @property
+    def schedule(self):
+        """The Schedule the record measured, or None in records written before schedules were kept."""
+        steps = self.data.get("schedule")
+        return None if steps is None else Schedule.from_json(json.dumps(steps))
+
     def point_in(self, space):
+        if not self.same_space(space):
+            name = self.space["name"]
+            raise SpaceError(f"a point of space '{name}' version {self.space['version']}, not of "
+                             f"'{space.name}' version {space.version}")
         return point_in(space, self.config)
 
 
@@ -129,6 +150,8 @@ def record_line(task, target, entry, method, seed, space, judged_by="measured"):
         "trial": entry.trial,
         "point": list(entry.point),
         "config": space.config(entry.point).to_dict(),
+        "space": space.identity(),
+        "schedule": [step.to_dict() for step in space.schedule(entry.point).steps],  # replayable whatever the space becomes
         "origin": origin,
         "result": evaluation.to_dict(),
         "error": evaluation.error,

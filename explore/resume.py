@@ -18,9 +18,10 @@ from .history import History
 from .records import LoadedRecords, best_records, scan_records
 
 # Why --resume leaves a record out, in the order a record is checked.
-REASONS = ("task", "target", "judge", "space", "duplicate", "corrupt")
+REASONS = ("task", "target", "judge", "other_space", "space", "duplicate", "corrupt")
 REASON_TEXT = {"task": "of another task", "target": "of another target or its capabilities",
-               "judge": "judged another way (measured against modelled)", "space": "not in today's space",
+               "judge": "judged another way (measured against modelled)",
+               "other_space": "of another space (a template, or another version)", "space": "not in today's space",
                "duplicate": "duplicates", "corrupt": "corrupt"}
 # After a space change every record of a task misfits: a few lines say which, the report counts all.
 MAX_MISFIT_WARNINGS = 10
@@ -61,7 +62,7 @@ def resume_history(path, task, target, space, judged_by=None):
     counts["corrupt"] = len(loaded.corrupt)
     misfits = Misfits(path, task)
     for record in loaded.records:
-        reason = _mismatch(record, task, target, judged_by)
+        reason = _mismatch(record, task, target, judged_by, space)
         point = misfits.point(record, space) if reason is None else None
         if reason is None and point is None:
             reason = "space"
@@ -81,14 +82,16 @@ def resume_history(path, task, target, space, judged_by=None):
     return history, report
 
 
-def _mismatch(record, task, target, judged_by):
-    """Why a record is not of this run ("task", "target" or "judge"), or None."""
+def _mismatch(record, task, target, judged_by, space):
+    """Why a record is not of this run ("task", "target", "judge" or "other_space"), or None."""
     if not record.same_task(task):
         return "task"
     if not record.same_target(target):
         return "target"
     if not record.same_judge(judged_by):
         return "judge"
+    if not record.same_space(space):
+        return "other_space"
     return None
 
 
@@ -118,13 +121,19 @@ class Misfits:
                           "fit today's space", MisfitRecordWarning, stacklevel=4)
 
 
-def best_fitting_record(path, records, task, target, space):
-    """(record, point): the fastest successful record of the task on the target that fits the space."""
+def best_replayable_record(path, records, task, target, space_of):
+    """(record, schedule): the fastest successful record of the task on the target with a schedule
+    to replay: its own, or (in records written before schedules were kept) its config's in today's
+    space, `space_of()`, made only when needed."""
     misfits = Misfits(os.fspath(path), task)
+    space = None
     for record in best_records(records, len(records), task, target):
+        if record.schedule is not None:
+            return record, record.schedule
+        space = space or space_of()
         point = misfits.point(record, space)
         if point is not None:
-            return record, point
+            return record, space.schedule(point)
     misfits.summarise()
     raise ExplorationError(f"{path}: no successful record of {task} on {target.name}"
                            + (" that fits today's space" if misfits.count else ""))

@@ -34,6 +34,8 @@ def _build_parser():
     space.add_argument("args", metavar="ARG", nargs="*", help="the operator's arguments")
     space.add_argument("--target", default="llvm", help="llvm (this CPU), cuda or fpga (default llvm)")
     space.add_argument("--json", action="store_true", help="print one JSON object")
+    space.add_argument("--template", nargs="?", const="", metavar="NAME",
+                       help="the space of a hand-written template (the default without NAME)")
     space.add_argument("--example", type=int, metavar="SEED",
                        help="also print the schedule of the random point drawn with this seed")
     tune = commands.add_parser("tune", help="search the schedule space of an operator for its fastest schedule")
@@ -55,8 +57,16 @@ def _build_parser():
     tune.add_argument("--log", metavar="FILE", help="append every evaluated point to this JSON-lines file")
     tune.add_argument("--resume", action="store_true",
                       help="continue from the records in --log without measuring them again")
+    tune.add_argument("--template", nargs="?", const="", metavar="NAME",
+                      help="tune a hand-written template (the operator's default without NAME) instead of the "
+                           "generated space (see `flexsched templates`)")
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
+    templates = commands.add_parser("templates", help="the hand-written schedule templates, per operator")
+    templates.add_argument("op", metavar="OP", nargs="?", help="only this operator's")
+    templates.add_argument("args", metavar="ARG", nargs="*",
+                           help="the operator's arguments: also print each space's size beside the generated one's")
+    templates.add_argument("--target", default="llvm", help="llvm (this CPU) or cuda (default llvm)")
     best = commands.add_parser("best", help="the best records of a tuning record file")
     best.add_argument("file", metavar="FILE", help="a record file written by `flexsched tune --log`")
     best.add_argument("--top", type=int, default=5, help="how many records per task and target (default 5)")
@@ -121,12 +131,22 @@ def _cmd_analyze(args, out):
         out.write(format_analysis(info))
 
 
+def _space_name(args):
+    """The space option of optimize for --template [NAME] (None: the generated space)."""
+    if args.template is None:
+        return None
+    return f"template:{args.template}" if args.template else "template"
+
+
 def _cmd_space(args, out):
     from analysis import analyze
+    from explore.optimize import space_for
     from space import generate
 
-    info = analyze(task_from_command_line(args.op, args.args))
-    space = generate(info, args.target)
+    task = task_from_command_line(args.op, args.args)
+    info = analyze(task)
+    space = space_for(task, args.target, _space_name(args), info) if args.template is not None else \
+        generate(info, args.target)
     if args.json:
         data = space.to_dict()
         if args.example is not None:
@@ -181,12 +201,14 @@ def _cmd_tune(args, out):
     try:
         result = optimize(task, target, trials=args.trials, method=args.method, log=args.log, resume=args.resume,
                           seed=args.seed, starts=args.starts, early_stopping=args.early_stop, progress=progress,
-                          evaluator=args.evaluator, build_kernel=False)  # the record file keeps the result
+                          evaluator=args.evaluator, space=_space_name(args),
+                          build_kernel=False)  # the record file keeps the result
     finally:
         progress.finish()
     summary = result.summary()
     modelled = result.target.kind == "gpu" and args.evaluator == "model"
-    out.write(f"{summary['task']} on {result.target.name} ({result.target.device}), method {result.method}: "
+    out.write(f"{summary['task']} on {result.target.name} ({result.target.device}), {result.space.name} space, "
+              f"method {result.method}: "
               f"best {result.gflops:.2f} GFLOPS ({result.seconds * 1e3:.4g} ms per run"
               f"{', predicted by the static GPU model' if modelled else ''})\n")
     reused = f", {result.reused} reused from a run sharing the log" if result.reused else ""
@@ -207,6 +229,38 @@ def _cmd_tune(args, out):
         out.write(f"records: {args.log} (rebuild the best with explore.optimize.build_best)\n")
     if args.json:
         out.write(json.dumps(summary) + "\n")
+
+
+def _cmd_templates(args, out):
+    from flexsched.target import get_target
+    from space import list_templates
+
+    kind = get_target(args.target).kind
+    templates = list_templates(args.op, kind)
+    if args.op and not templates:
+        raise FlexschedError(f"operator '{args.op}' has no template for {kind} targets; operators with one: "
+                             + ", ".join(sorted({t.op for t in list_templates(kind=kind)})))
+    sizes = _template_sizes(args, templates) if args.args else {}
+    width = max((len(t.op) for t in templates), default=2)
+    for template in templates:
+        mark = " (default)" if template.default else ""
+        out.write(f"{template.op:<{width}}  {template.name}{mark}  [{', '.join(template.kinds)}]  "
+                  f"{template.description}\n")
+        if template.name in sizes:
+            size, generated = sizes[template.name]
+            out.write(f"{'':<{width}}  {size} points; the generated space has {generated} "
+                      f"({generated / size:.3g}x as many)\n")
+
+
+def _template_sizes(args, templates):
+    """{template name: (its space's size, the generated space's size)} for the command line's task."""
+    from analysis import analyze
+    from space import generate, template_space
+
+    task = task_from_command_line(args.op, args.args)
+    info = analyze(task)
+    generated = generate(info, args.target).size
+    return {t.name: (template_space(task, info, args.target, t).size, generated) for t in templates}
 
 
 def _cmd_best(args, out):
@@ -235,7 +289,7 @@ def _cmd_best(args, out):
             out.write("  no successful record\n")
         for rank, record in enumerate(best, 1):
             out.write(f"  {rank}. {record.gflops:.2f} GFLOPS  {record.seconds * 1e3:.4g} ms  "
-                      f"(line {record.line}, {record.data.get('method', '?')})  {json.dumps(record.data['config'])}\n")
+                      f"(line {record.line}, {record.data.get('method', '?')}, {record.space['name']})  {json.dumps(record.data['config'])}\n")
 
 
 def _cmd_hls(args, out):
@@ -319,7 +373,7 @@ def format_analysis(info):
 
 
 _COMMANDS = {"ops": _cmd_ops, "analyze": _cmd_analyze, "space": _cmd_space, "tune": _cmd_tune, "best": _cmd_best,
-             "hls": _cmd_hls}
+             "hls": _cmd_hls, "templates": _cmd_templates}
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):

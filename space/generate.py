@@ -7,6 +7,8 @@ from flexsched.target import get_target
 from . import cpu, fpga, gpu
 from .space import Space
 
+# Raise when a change to the rules would give a recorded config another meaning.
+GENERATED_VERSION = 1
 # The rules per kind of machine; each reads the target's capabilities, never its name.
 _RULES = {"cpu": cpu, "gpu": gpu, "fpga": fpga}
 
@@ -15,4 +17,5 @@ def generate(info, target):
     """The Space of `info` (an AnalysisInfo) on `target` (a Target or its name)."""
     target = get_target(target)
     rules = _RULES[target.kind]
-    return Space(info, target, rules.knobs(info, target), lambda config: rules.emit(info, target, config))
+    return Space(info, target, rules.knobs(info, target), lambda config: rules.emit(info, target, config),
+                 version=GENERATED_VERSION)

@@ -18,12 +18,21 @@ class SpaceError(ValueError):
     """A point or config that does not belong to a space."""
 
 
-class Space:
-    """Knobs generated for one computation and target, and the rule that turns a point into a Schedule."""
+GENERATED = "generated"
 
-    def __init__(self, info, target, knobs, emit):
+
+class Space:
+    """Knobs for one computation and target, and the rule that turns a point into a Schedule.
+
+    name says where the space came from ("generated", or "template:OP:NAME" for a hand-written
+    template) and version which revision of it: records name both, so the points of one space
+    are never read as points of another."""
+
+    def __init__(self, info, target, knobs, emit, name=GENERATED, version=1):
         self.info = info
         self.target = target
+        self.name = name
+        self.version = int(version)
         self.knobs = tuple(knobs)
         self._emit = emit  # Config -> Schedule, the target's fixed decisions
         self.directions = tuple((k, d) for k, knob in enumerate(self.knobs) for d in range(knob.num_directions))
@@ -115,9 +124,14 @@ class Space:
         config = point_or_config if isinstance(point_or_config, Config) else self.config(point_or_config)
         return self._emit(config)
 
+    def identity(self):
+        """{"name", "version"}: what a record stores to say which space its point belongs to."""
+        return {"name": self.name, "version": self.version}
+
     def to_dict(self):
         return {
             "task": self.info.task,
+            "space": self.identity(),
             "target": self.target.to_dict(),
             "size": self.size,
             "num_knobs": self.num_knobs,

@@ -111,6 +111,13 @@ BAD_FIELDS = [
     ("gflops", "fast", "gflops: expected a finite number, got 'fast'"),
     ("judged_by", 1, "judged_by: expected a string, got an integer"),
     ("seed", 1.5, "seed: expected an integer, got a number"),
+    ("space", "generated", "space: expected an object, got a string"),
+    ("space/version", DROP, "space.version: missing"),
+    ("space/version", -1, "space.version: expected an integer >= 0, got -1"),
+    ("schedule", {"kind": "split"}, "schedule: expected a list, got an object"),
+    ("schedule", [{"kind": "explode"}], "schedule[0]: unknown schedule step kind 'explode'"),
+    ("schedule", [{"kind": "unroll", "node": "O"}], "schedule[0]: step 'unroll': missing field(s) loop"),
+    ("schedule", [3], "schedule[0]: expected an object, got an integer"),
 ]
 
 
@@ -293,7 +300,9 @@ def test_build_best_skips_a_faster_record_that_no_longer_fits(tmp_path, template
     monkeypatch.setattr("codegen.isolated_build.build_isolated",
                         lambda task, schedule, target, **limits: built.append((task, schedule)))
     log = tmp_path / "run.jsonl"
-    faster = [changed(d, "result/seconds", 1e-9) for d in misfit_lines(template)]
+    # Records written before schedules were kept: only their configs can be replayed.
+    faster = [changed(changed(changed(d, "result/seconds", 1e-9), "schedule", DROP), "space", DROP)
+              for d in misfit_lines(template)]
     log.write_text("".join(json.dumps(d) + "\n" for d in [template, *faster]))
     with pytest.warns(MisfitRecordWarning) as caught:
         build_best(log, GMM)
@@ -305,6 +314,17 @@ def test_build_best_skips_a_faster_record_that_no_longer_fits(tmp_path, template
     expected = SPACE.schedule(Config.from_dict(template["config"])).to_json()
     assert [schedule.to_json() for _, schedule in built] == [expected, expected]
     assert built[1][0].key == GMM.key
+
+
+def test_build_best_replays_a_records_own_schedule_whatever_the_space_became(tmp_path, template, monkeypatch):
+    built = []
+    monkeypatch.setattr("codegen.isolated_build.build_isolated",
+                        lambda task, schedule, target, **limits: built.append(schedule))
+    log = tmp_path / "run.jsonl"
+    retired = changed(changed(template, "config/O.retired_knob", 3), "space/version", 999)
+    log.write_text(json.dumps(retired) + "\n")
+    build_best(log, GMM)
+    assert [schedule.to_json() for schedule in built] == [json.dumps(template["schedule"])]
 
 
 def test_build_best_ignores_records_of_another_target(tmp_path, template, monkeypatch):
