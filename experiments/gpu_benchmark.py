@@ -4,6 +4,7 @@ how well the static GPU model ranks kernels.
 On a machine with an NVIDIA GPU, cupy and a CUDA build of torch:
   python experiments/gpu_benchmark.py --trials 200                      # GMM 1024^3, YOLO C1-C15, GRP, DEP, DIL
   python experiments/gpu_benchmark.py --cases GMM C2 DEP1 --trials 50
+  python experiments/gpu_benchmark.py --cases GMM C2 --trials 60 --spaces generated template  # against the templates
   python experiments/gpu_benchmark.py --model-study --points 300        # Kendall's tau; model-only vs measured search
 Anywhere (no GPU needed):
   python experiments/gpu_benchmark.py --predict --cases C8 --trials 200 # model-only search: its time and predicted best
@@ -120,6 +121,34 @@ def pick_finalist(task, schedules, inputs, reference, rounds=5):
     return schedules[medians.index(min(medians))], medians
 
 
+def compare_side_by_side(task, schedules, torch_fn, inputs, reference, rounds=7):
+    """{contender: {"ratio", "ratio_range", "ours_seconds"}} and torch's median seconds: each
+    contender's kernel and torch timed in alternating rounds, ratio = torch seconds / ours."""
+    calls = {}
+    for name, schedule in schedules.items():
+        kernel, tensors, outputs = checked_kernel(task, schedule, inputs, reference)
+        calls[name] = lambda k=kernel, t=tensors, o=outputs: k(*t, *o)
+    import torch
+
+    tensors = [torch.from_numpy(array).cuda() for array in inputs]
+    expected = torch_fn(*tensors)
+    np.testing.assert_allclose(expected.cpu().numpy(), reference[0], rtol=1e-3, atol=1e-3 * max(1.0, float(np.abs(
+        reference[0]).max())))
+    calls["torch"] = lambda: torch_fn(*tensors)
+    number = calls_per_timing(calls["torch"])
+    times = {name: [] for name in calls}
+    for _ in range(rounds):
+        for name, call in calls.items():
+            times[name].append(event_seconds(call, number))
+    torch_times = times.pop("torch")
+    result = {}
+    for name, ours in times.items():
+        ratios = [theirs / mine for theirs, mine in zip(torch_times, ours)]
+        result[name] = {"ratio": statistics.median(ratios), "ratio_range": [min(ratios), max(ratios)],
+                        "ours_seconds": statistics.median(ours)}
+    return result, statistics.median(torch_times)
+
+
 def compare_with_torch(task, schedule, torch_fn, inputs, reference, rounds=7):
     """Median and range of torch seconds / our seconds over alternating rounds."""
     kernel, tensors, outputs = checked_kernel(task, schedule, inputs, reference)
@@ -140,18 +169,47 @@ def compare_with_torch(task, schedule, torch_fn, inputs, reference, rounds=7):
 
 # ---------------------------------------------------------------- searches
 
-def tune(task, evaluator, trials, method, seed):
+def tune(task, evaluator, trials, method, seed, space=None):
     from explore.optimize import optimize
 
     started = time.perf_counter()
-    result = optimize(task, "cuda", trials=trials, method=method, seed=seed, evaluator=evaluator, build_kernel=False)
+    result = optimize(task, "cuda", trials=trials, method=method, seed=seed, evaluator=evaluator, build_kernel=False,
+                      space=space)
     return result, time.perf_counter() - started
 
 
 def top_schedules(result, count):
+    from flexsched.schedule import Schedule
+
     entries = sorted((e for e in result.history if e.ok), key=lambda e: e.seconds)[:count]
-    space = __import__("space").generate(analyze(result.task), result.target)
-    return [space.schedule(entry.point) for entry in entries]
+    return [Schedule.from_json(entry.schedule_key) for entry in entries]
+
+
+def benchmark_spaces(name, task, torch_fn, args):
+    """Each of args.spaces searched with the same method and budget, its finalist picked, and all
+    of them timed against torch side by side."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    flops = analyze(task).flops
+    inputs = task.random_inputs(args.seed)
+    reference = task.evaluate(*inputs)
+    row, finalists = {"case": name, "task": str(task), "gflop": flops / 1e9, "spaces": {}}, {}
+    for space in args.spaces:
+        result, seconds = tune(task, "measure", args.trials, args.method, args.seed, space)
+        finalists[space], _ = pick_finalist(task, top_schedules(result, args.finalists), inputs, reference)
+        row["spaces"][space] = {"space": result.space.name, "space_size": result.space.size,
+                                "trials": result.trials, "ok": result.history.num_ok, "search_seconds": seconds,
+                                "schedule": json.loads(finalists[space].to_json())}
+    compared, torch_seconds = compare_side_by_side(task, finalists, torch_fn, inputs, reference)
+    row["torch_gflops"] = flops / torch_seconds / 1e9
+    for space, figures in compared.items():
+        row["spaces"][space].update(figures, gflops=flops / figures["ours_seconds"] / 1e9)
+    if {"generated", "template"} <= set(compared):
+        row["generated_over_template"] = (compared["template"]["ours_seconds"]
+                                          / compared["generated"]["ours_seconds"])
+    return row
 
 
 def benchmark_case(name, task, torch_fn, args):
@@ -242,6 +300,8 @@ def main():
     parser.add_argument("--predict", action="store_true", help="search with the static model only (no GPU needed)")
     parser.add_argument("--model-study", action="store_true", help="Kendall's tau and model-only vs measured search")
     parser.add_argument("--points", type=int, default=300, help="random points per space for --model-study")
+    parser.add_argument("--spaces", nargs="*", help="spaces to search and compare side by side: generated, "
+                                                    "template, template:NAME (default: the generated one alone)")
     parser.add_argument("--out", default="experiments/results/gpu_benchmark.json")
     args = parser.parse_args()
     all_cases = cases()
@@ -258,7 +318,12 @@ def main():
     rows = []
     for name in names:
         task, torch_fn = all_cases[name]
-        row = model_study(name, task, args) if args.model_study else benchmark_case(name, task, torch_fn, args)
+        if args.model_study:
+            row = model_study(name, task, args)
+        elif args.spaces:
+            row = benchmark_spaces(name, task, torch_fn, args)
+        else:
+            row = benchmark_case(name, task, torch_fn, args)
         rows.append(row)
         print(json.dumps(row), flush=True)
     report = {"command": "python experiments/gpu_benchmark.py " + " ".join(_argv()), "device": device,
@@ -292,6 +357,17 @@ def _summarise(report):
         geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
         print(f"geometric mean of torch/ours over {len(ratios)} cases: {geomean:.2f}")
         report["geomean_ratio"] = geomean
+    for space in {space for row in rows for space in row.get("spaces", {})}:
+        ratios = [row["spaces"][space]["ratio"] for row in rows if space in row.get("spaces", {})]
+        geomean = math.exp(sum(math.log(r) for r in ratios) / len(ratios))
+        print(f"{space}: geometric mean of torch/ours over {len(ratios)} cases: {geomean:.2f}")
+        report[f"geomean_ratio_{space}"] = geomean
+    speedups = [row["generated_over_template"] for row in rows if "generated_over_template" in row]
+    if speedups:
+        geomean = math.exp(sum(math.log(r) for r in speedups) / len(speedups))
+        print(f"generated over template: geometric mean {geomean:.2f} over {len(speedups)} cases, "
+              f"range {min(speedups):.2f}-{max(speedups):.2f}")
+        report["geomean_generated_over_template"] = geomean
     taus = [row["kendall_tau"] for row in rows if "kendall_tau" in row]
     if taus:
         print("Kendall's tau: " + ", ".join(f"{row['case']} {row['kendall_tau']:.2f}" for row in rows))
