@@ -139,3 +139,32 @@ def test_a_shape_too_large_is_refused_at_once_from_a_real_process(argv, expected
     result = subprocess.run([sys.executable, "-m", "flexsched", *argv], capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.startswith(expected) and result.stderr.count("\n") == 1
+
+
+def test_templates_lists_each_operators_templates_and_compares_space_sizes():
+    status, text = run("templates", "GMM", "256", "256", "256")
+    assert status == 0
+    assert text.startswith("GMM  gmm_register_blocked (default)  [cpu]")
+    size, generated = [int(word) for word in text.split() if word.isdigit()][-2:]
+    assert 0 < size < generated
+    status, text = run("templates", "--target", "cuda")
+    assert status == 0 and "gmm_cuda (default)  [gpu]" in text and "cpu]" not in text
+
+
+def test_space_of_a_template_shows_its_knobs():
+    status, text = run("space", "GMM", "64", "64", "64", "--template", "--json")
+    assert status == 0
+    data = json.loads(text)
+    assert data["space"]["name"] == "template:GMM:gmm_register_blocked"
+    assert [knob["name"] for knob in data["knobs"]][:2] == ["tile_i", "tile_j"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["templates", "NOPE"], "operator 'NOPE' has no template for cpu targets; operators with one: "),
+    (["tune", "SHO", "1", "8", "8", "9", "3", "--template", "nope", "--trials", "1"],
+     "operator 'SHO' has no template 'nope' for cpu targets"),
+])
+def test_an_unknown_template_is_one_line_naming_what_exists(argv, message, capsys):
+    status, _ = run(*argv)
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1 and message in err
