@@ -60,6 +60,9 @@ def _build_parser():
     tune.add_argument("--template", nargs="?", const="", metavar="NAME",
                       help="tune a hand-written template (the operator's default without NAME) instead of the "
                            "generated space (see `flexsched templates`)")
+    tune.add_argument("--finalists", type=int, default=0, metavar="K",
+                      help="after the search, rebuild its fastest K points, check them again and time them side by "
+                           "side; report the fastest (default 0: the search's own best, no extra builds)")
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
     templates = commands.add_parser("templates", help="the hand-written schedule templates, per operator")
@@ -201,7 +204,7 @@ def _cmd_tune(args, out):
     try:
         result = optimize(task, target, trials=args.trials, method=args.method, log=args.log, resume=args.resume,
                           seed=args.seed, starts=args.starts, early_stopping=args.early_stop, progress=progress,
-                          evaluator=args.evaluator, space=_space_name(args),
+                          evaluator=args.evaluator, space=_space_name(args), finalists=args.finalists,
                           build_kernel=False)  # the record file keeps the result
     finally:
         progress.finish()
@@ -216,6 +219,10 @@ def _cmd_tune(args, out):
               f"stopped by {result.stop_reason}, {summary['elapsed']:.1f} s\n")
     if result.resumed_from is not None:
         out.write(result.resumed_from.line() + "\n")
+    if result.finalists:
+        out.write(f"re-timed the search's fastest {len(result.finalists)} side by side: "
+                  + ", ".join(f"{f.seconds * 1e3:.4g} ms (search {f.search_seconds * 1e3:.4g})"
+                              for f in result.finalists) + "\n")
     out.write(f"config: {result.config.to_json()}\n")
     if result.target.kind == "fpga":  # a modelled design: say what it costs and what bounds it
         details = result.history.best.evaluation.details
