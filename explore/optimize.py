@@ -46,6 +46,7 @@ class TuneResult:
     reused: int = 0       # points another run sharing the record file evaluated meanwhile
     resumed_from: Any = None  # the ResumeReport of a resumed run
     space: Any = None         # the Space searched
+    finalists: tuple = ()     # the re-timed finalists (explore.finalists.Finalist), fastest first; () if none
 
     def summary(self):
         """A JSON-ready summary (the CLI's --json line)."""
@@ -53,7 +54,8 @@ class TuneResult:
                 "trials": self.trials, "evaluated": self.evaluated, "ok": self.history.num_ok,
                 "stop_reason": self.stop_reason, "best_seconds": self.seconds, "best_gflops": self.gflops,
                 "config": self.config.to_dict(), "elapsed": self.history.entries[-1].elapsed,
-                "space": self.space.name if self.space is not None else None}
+                "space": self.space.name if self.space is not None else None,
+                "finalists": len(self.finalists)}
 
 
 def _task_of(task):
@@ -116,7 +118,7 @@ def space_for(task, target, space=None, info=None):
 
 def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False, seed=0, evaluator=None,
              starts=4, gamma=DEFAULT_GAMMA, early_stopping=None, min_improvement=0.01, build_kernel=True, progress=None,
-             evaluator_options=None, space=None, **method_options):
+             evaluator_options=None, space=None, finalists=0, **method_options):
     """Search the schedule space of `task` on `target`; a TuneResult with the best point found.
 
     task: a Task, or (name, *args). method: "q" (Q-network directions), "p" (every direction)
@@ -124,7 +126,9 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     explore.evaluator.Evaluator, or the name of one for the target ("measure", "model"; default:
     the target kind's, closed afterwards). progress: called
     with the History after each evaluated point. early_stopping: stop after this many trials
-    without a relative improvement of min_improvement.
+    without a relative improvement of min_improvement. finalists: re-time the search's fastest
+    this many points side by side after the search and report the fastest of them (explore.finalists;
+    only for measured targets this process can build for; 0: the search's own best).
     """
     from analysis import analyze
     from space import generate
@@ -167,12 +171,19 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     best = history.best
     if best is None:  # only possible when every resumed point failed and the budget was spent
         raise ExplorationError(f"no point of {task} succeeded in {len(history)} trials")
+    kernel, retimed, seconds = None, (), best.seconds
+    if finalists > 0 and judged_by == "measured" and _has_back_end(target):
+        from .finalists import fastest_entries, retime
+
+        outcome_of_retime = retime(task, target, fastest_entries(history, finalists))
+        retimed, kernel = outcome_of_retime.finalists, outcome_of_retime.kernel
+        best, seconds = history.entry_for_key(outcome_of_retime.best.schedule_json), outcome_of_retime.best.seconds
     schedule = space.schedule(best.point)
-    kernel = None
-    if build_kernel and _has_back_end(target):
+    if kernel is None and build_kernel and _has_back_end(target):
         from codegen.isolated_build import build_isolated
 
         kernel = build_isolated(task, schedule, target)  # its limits protect this process from the compiler
-    return TuneResult(task, target, method, space.config(best.point), schedule, best.seconds, best.gflops,
+    return TuneResult(task, target, method, space.config(best.point), schedule, seconds,
+                      space.info.flops / seconds / 1e9 if retimed else best.gflops,
                       kernel, history, len(history), len(history) - outcome.resumed - outcome.reused,
-                      outcome.stop_reason, outcome.reused, report, space)
+                      outcome.stop_reason, outcome.reused, report, space, retimed)

@@ -60,6 +60,9 @@ def _build_parser():
     tune.add_argument("--template", nargs="?", const="", metavar="NAME",
                       help="tune a hand-written template (the operator's default without NAME) instead of the "
                            "generated space (see `flexsched templates`)")
+    tune.add_argument("--finalists", type=int, default=0, metavar="K",
+                      help="after the search, rebuild its fastest K points, check them again and time them side by "
+                           "side; report the fastest (default 0: the search's own best, no extra builds)")
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
     templates = commands.add_parser("templates", help="the hand-written schedule templates, per operator")
@@ -84,6 +87,18 @@ def _build_parser():
                           "4 starts left the Q-method below the hand-written design on two of them)")
     hls.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
     hls.add_argument("--json", action="store_true", help="print one JSON object")
+    sweep = commands.add_parser("sweep", help="run a sweep file: tune every case with every contender, compare "
+                                              "them with the library side by side")
+    sweep.add_argument("spec", metavar="SPEC", help="a TOML sweep file (see experiments/*.toml)")
+    sweep.add_argument("--trials", type=int, help="replace the file's trials per job")
+    sweep.add_argument("--finalists", type=int, metavar="K", help="replace the file's finalists per job")
+    sweep.add_argument("--rounds", type=int, help="replace the file's rounds of the side-by-side comparison")
+    sweep.add_argument("--results", metavar="FILE", help="replace the file's results path")
+    sweep.add_argument("--records", metavar="DIR", help="replace the file's records directory")
+    report = commands.add_parser("report", help="a markdown table (and plots) of a sweep's results file")
+    report.add_argument("results", metavar="RESULTS", help="the results file a sweep wrote")
+    report.add_argument("-o", "--output", metavar="DIR", help="write DIR/report.md and PNG plots there "
+                                                              "(default: the table on stdout)")
     return parser
 
 
@@ -201,7 +216,7 @@ def _cmd_tune(args, out):
     try:
         result = optimize(task, target, trials=args.trials, method=args.method, log=args.log, resume=args.resume,
                           seed=args.seed, starts=args.starts, early_stopping=args.early_stop, progress=progress,
-                          evaluator=args.evaluator, space=_space_name(args),
+                          evaluator=args.evaluator, space=_space_name(args), finalists=args.finalists,
                           build_kernel=False)  # the record file keeps the result
     finally:
         progress.finish()
@@ -216,6 +231,10 @@ def _cmd_tune(args, out):
               f"stopped by {result.stop_reason}, {summary['elapsed']:.1f} s\n")
     if result.resumed_from is not None:
         out.write(result.resumed_from.line() + "\n")
+    if result.finalists:
+        out.write(f"re-timed the search's fastest {len(result.finalists)} side by side: "
+                  + ", ".join(f"{f.seconds * 1e3:.4g} ms (search {f.search_seconds * 1e3:.4g})"
+                              for f in result.finalists) + "\n")
     out.write(f"config: {result.config.to_json()}\n")
     if result.target.kind == "fpga":  # a modelled design: say what it costs and what bounds it
         details = result.history.best.evaluation.details
@@ -372,8 +391,41 @@ def format_analysis(info):
     return "".join(lines)
 
 
+def _cmd_sweep(args, out):
+    from .sweep import run_sweep
+    from .sweep_spec import load_spec
+
+    spec = load_spec(args.spec, trials=args.trials, finalists=args.finalists, rounds=args.rounds,
+                     results=args.results, records=args.records)
+    run_sweep(spec, sys.stderr)
+    out.write(f"results: {spec.results} (records in {spec.records}; `flexsched report {spec.results}`)\n")
+
+
+def _cmd_report(args, out):
+    from pathlib import Path
+
+    from .report import PLOTS_HINT, load_results, markdown_table, write_plots
+
+    results = load_results(args.results)
+    table = markdown_table(results)
+    if not args.output:
+        out.write(table)
+        return
+    directory = Path(args.output)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "report.md").write_text(table)
+    out.write(f"wrote {directory / 'report.md'}\n")
+    try:
+        paths = write_plots(results, directory)
+    except ImportError:
+        out.write(PLOTS_HINT + "\n")
+        return
+    out.write("".join(f"wrote {path}\n" for path in paths))
+
+
 _COMMANDS = {"ops": _cmd_ops, "analyze": _cmd_analyze, "space": _cmd_space, "tune": _cmd_tune, "best": _cmd_best,
-             "hls": _cmd_hls, "templates": _cmd_templates}
+             "hls": _cmd_hls, "templates": _cmd_templates,
+             "sweep": _cmd_sweep, "report": _cmd_report}
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):

@@ -1,0 +1,97 @@
+"""Reporting a sweep's results file: a markdown table, and plots when matplotlib is installed."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from .errors import FlexschedError
+
+PLOTS_HINT = "plots need matplotlib: pip install flexsched[plots]"
+
+
+def load_results(path):
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise FlexschedError(f"no results file '{path}'") from None
+    except (OSError, ValueError) as err:
+        raise FlexschedError(f"cannot read results file '{path}': {err}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cases"), list):
+        raise FlexschedError(f"{path}: not a sweep results file (no 'cases' list)")
+    return data
+
+
+def _number(value, digits):
+    return "-" if value is None or (isinstance(value, float) and not math.isfinite(value)) else f"{value:.{digits}f}"
+
+
+def markdown_table(results):
+    """One row per case, target and contender: GFLOPS, ratio to the library (median and range), trials, time."""
+    lines = [f"Sweep {results.get('sweep', '')}: {results.get('trials')} trials per job, seeds "
+             f"{results.get('seeds')}; ratio = {results.get('ratio', 'library seconds / contender seconds')}, "
+             "median (range) over alternating rounds.", "",
+             "| case | target | contender | GFLOPS | ratio to library | trials | tuning time (s) |",
+             "| --- | --- | --- | ---: | --- | ---: | ---: |"]
+    for row in results["cases"]:
+        for name, entry in row["contenders"].items():
+            if "skipped" in entry:
+                lines.append(f"| {row['case']} | {row['target']} | {name} | - | {entry['skipped']} | - | - |")
+                continue
+            ratio = entry.get("ratio_to_library")
+            ratio_text = f"{ratio['median']:.2f} ({ratio['min']:.2f}-{ratio['max']:.2f})" if ratio else "-"
+            lines.append(f"| {row['case']} | {row['target']} | {name} | {_number(entry.get('gflops'), 2)} | "
+                         f"{ratio_text} | {entry.get('trials', '-')} | {_number(entry.get('tuning_seconds'), 1)} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_plots(results, directory):
+    """PNG files in directory: speedups over the library per case, best-so-far curves per case; returns
+    their paths (none when matplotlib is missing: ImportError)."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display is needed or wanted
+    import matplotlib.pyplot as plt
+
+    directory = Path(directory)
+    paths = []
+    rows = [row for row in results["cases"]
+            if any(n != "library" and "ratio_to_library" in e for n, e in row["contenders"].items())]
+    if rows:
+        names = sorted({n for row in rows for n, e in row["contenders"].items() if n != "library"
+                        and "ratio_to_library" in e})
+        figure, axes = plt.subplots(figsize=(max(6, 1.2 * len(rows) * max(1, len(names))), 4))
+        width = 0.8 / max(1, len(names))
+        for index, name in enumerate(names):
+            values = [row["contenders"].get(name, {}).get("ratio_to_library", {}).get("median", 0.0) for row in rows]
+            axes.bar([r + index * width for r in range(len(rows))], values, width, label=name)
+        axes.axhline(1.0, color="black", linewidth=0.8)
+        axes.set_xticks([r + width * (len(names) - 1) / 2 for r in range(len(rows))])
+        axes.set_xticklabels([f"{row['case']}\n{row['target']}" for row in rows])
+        axes.set_ylabel("speedup over the library (median)")
+        axes.legend()
+        figure.tight_layout()
+        paths.append(directory / "speedup.png")
+        figure.savefig(paths[-1])
+        plt.close(figure)
+    for row in results["cases"]:
+        curves = [(name, seed) for name, entry in row["contenders"].items() for seed in entry.get("seeds", [])]
+        if not curves:
+            continue
+        figure, axes = plt.subplots(figsize=(6, 4))
+        for name, seed in curves:
+            points = seed["curve"]
+            axes.step([p["trial"] for p in points], [p["best_gflops"] for p in points], where="post",
+                      label=f"{name} seed {seed['seed']}")
+        axes.set_xlabel("trials")
+        axes.set_ylabel("best GFLOPS so far (search timings)")
+        axes.set_title(f"{row['case']} on {row['target']}")
+        axes.legend()
+        figure.tight_layout()
+        safe = "".join(ch if ch.isalnum() or ch in "-_" else "_" for ch in f"{row['case']}-{row['target']}")
+        paths.append(directory / f"curve-{safe}.png")
+        figure.savefig(paths[-1])
+        plt.close(figure)
+    return paths

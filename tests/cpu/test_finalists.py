@@ -1,0 +1,28 @@
+"""The post-search re-timing phase: the re-timed best is one of the search's fastest K and is correct."""
+
+import math
+
+import numpy as np
+
+from explore.finalists import fastest_entries
+from explore.optimize import optimize
+from flexsched.registry import get_task
+
+
+def test_retimed_best_is_one_of_the_fastest_and_matches_the_reference():
+    task = get_task("GMM", 32, 32, 32)
+    result = optimize(task, "llvm", trials=6, method="random", seed=3, finalists=3)
+    fastest = {entry.schedule_key for entry in fastest_entries(result.history, 3)}
+    assert 1 <= len(result.finalists) <= 3
+    assert result.finalists[0].schedule_json in fastest
+    assert result.schedule.to_json() in fastest
+    assert math.isfinite(result.seconds) and result.seconds == result.finalists[0].seconds
+    assert [f.seconds for f in result.finalists] == sorted(f.seconds for f in result.finalists)
+    inputs = task.random_inputs(seed=5)
+    (out,) = result.kernel.run(*inputs)
+    np.testing.assert_allclose(out, inputs[0] @ inputs[1], rtol=1e-4, atol=1e-4)
+
+
+def test_no_finalists_keeps_the_search_best():
+    result = optimize(("GMM", 16, 16, 16), "llvm", trials=3, method="random", seed=1, build_kernel=False)
+    assert result.finalists == () and result.seconds == result.history.best.seconds
