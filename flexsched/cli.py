@@ -404,10 +404,13 @@ def _cmd_sweep(args, out):
 def _cmd_report(args, out):
     from pathlib import Path
 
-    from .report import PLOTS_HINT, load_results, markdown_table, write_plots
+    from .report import PLOTS_HINT, load_results, markdown_table, template_table, write_plots
 
     results = load_results(args.results)
     table = markdown_table(results)
+    comparison = template_table(results)
+    if comparison:
+        table += "\n" + comparison
     if not args.output:
         out.write(table)
         return

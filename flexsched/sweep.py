@@ -211,6 +211,7 @@ def run_sweep(spec, stream=None):
                 progress.where = f"case {number} of {len(spec.cases)} ({case.name} on {target.name})"
                 progress.line(f"timing {', '.join(t.name for t in timed)} side by side, {spec.rounds} rounds")
                 side = time_side_by_side(timed, spec.rounds)
+                row["side_by_side"] = {"names": list(side.names), "rounds": [list(r) for r in side.rounds]}
                 for name in side.names:
                     entry = row["contenders"][name]
                     entry["best_seconds"] = side.seconds(name)

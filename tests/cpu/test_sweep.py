@@ -55,10 +55,11 @@ def test_sweep_resumes_and_reports(tmp_path, capsys):
     assert main(["report", str(tmp_path / "results.json")]) == 0
     table = capsys.readouterr().out
     assert "| GMM64 | llvm | q |" in table and "| C2D-8x14 | llvm | library |" in table
+    assert "Template-free (q) against templates" in table and "| GMM64 | llvm | template | " in table
     assert main(["report", str(tmp_path / "results.json"), "-o", str(tmp_path / "report")]) == 0
     assert (tmp_path / "report" / "report.md").read_text() == table
     pngs = list((tmp_path / "report").glob("*.png"))
     if importlib.util.find_spec("matplotlib"):
-        assert any(p.name == "speedup.png" for p in pngs)
+        assert {"speedup.png", "template_vs_generated.png", "curve-GMM64-llvm.png"} <= {p.name for p in pngs}
     else:
         assert "pip install flexsched[plots]" in capsys.readouterr().out
