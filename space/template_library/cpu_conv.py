@@ -12,8 +12,9 @@ from .producers import producer_steps
 
 
 def conv_register_blocked(cfg, info, target):
-    """Output channels x vectorised columns in registers over (rc outer, taps, rc inner); knobs:
-    the channel, column and input-channel tiles and whether the last tap loop is unrolled."""
+    """Register-blocked direct convolution: channels x vectorised columns held over rc, taps, rc.
+
+    Knobs: the channel, column and input-channel tiles, and whether the last tap loop is unrolled."""
     node = info.node("O")
     b, k, *rest = node.spatial
     *middle, col = rest                  # the vector runs along the last (contiguous) output axis
