@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from analysis import analyze
+from flexsched.library import cuda_event_seconds as event_seconds
 from flexsched.registry import get_task
 from flexsched.target import get_target
 
@@ -72,19 +73,6 @@ def cases():
 
 
 # ---------------------------------------------------------------- timing on the GPU
-
-def event_seconds(call, number):
-    """Seconds per call over number calls between two CUDA events (torch's stream)."""
-    import torch
-
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(number):
-        call()
-    end.record()
-    end.synchronize()
-    return start.elapsed_time(end) / 1e3 / number
-
 
 def calls_per_timing(call):
     """Calls that take about 20 ms, so one timing is not a single short launch."""

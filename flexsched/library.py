@@ -119,15 +119,17 @@ def _time_runs_for(device):
         from explore.side_by_side import wall_clock_runs
 
         return wall_clock_runs
+    return cuda_event_seconds
 
-    def cuda_events(call, number):
-        import torch
 
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(number):
-            call()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3 / number
-    return cuda_events
+def cuda_event_seconds(call, number):
+    """Seconds per call of call(), number calls back to back between two CUDA events on torch's stream."""
+    import torch
+
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(number):
+        call()
+    end.record()
+    end.synchronize()
+    return start.elapsed_time(end) / 1e3 / number
