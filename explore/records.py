@@ -151,7 +151,7 @@ def record_line(task, target, entry, method, seed, space, judged_by="measured"):
         "point": list(entry.point),
         "config": space.config(entry.point).to_dict(),
         "space": space.identity(),
-        "schedule": [step.to_dict() for step in space.schedule(entry.point).steps],  # replayable whatever the space becomes
+        "schedule": _schedule_steps(entry, space),  # replayable whatever the space becomes
         "origin": origin,
         "result": evaluation.to_dict(),
         "error": evaluation.error,
@@ -161,6 +161,14 @@ def record_line(task, target, entry, method, seed, space, judged_by="measured"):
         "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "version": __version__,
     }
+
+
+def _schedule_steps(entry, space):
+    """The entry's schedule as step dicts: its key is that schedule's JSON already, so the search
+    loop does not emit it again (an entry made without a key gets it from the space)."""
+    if entry.schedule_key:
+        return json.loads(entry.schedule_key)
+    return [step.to_dict() for step in space.schedule(entry.point).steps]
 
 
 class RecordWriter:
