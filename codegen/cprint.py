@@ -18,6 +18,7 @@ import struct
 
 from flexsched import dtypes
 from flexsched.affine import interval
+from flexsched.errors import FlexschedError
 from flexsched.expr import (Binary, Call, Cast, Compare, Const, Intrinsic, IterVar, Load, Logical, Select,
                             children, format_expr, walk)
 
@@ -36,7 +37,7 @@ extern false float for goto if inline int long new operator private public regis
 signed sizeof static struct switch template this true typedef union unsigned void volatile while""".split())
 
 
-class CPrintError(ValueError):
+class CPrintError(FlexschedError, ValueError):
     """Loop IR a C dialect cannot print (the message names the dialect and the node)."""
 
 

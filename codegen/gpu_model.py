@@ -26,6 +26,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from flexsched.errors import FlexschedError
 from flexsched.expr import Load, as_expr, walk
 from flexsched.numpy_expr import eval_expr
 
@@ -76,7 +77,7 @@ class Estimate:
         return {"seconds": self.seconds, "bound": self.bound, "launches": [asdict(l) for l in self.launches]}
 
 
-class ModelError(ValueError):
+class ModelError(FlexschedError, ValueError):
     """A kernel the model cannot price (it cannot launch on the device: one line saying why)."""
 
 

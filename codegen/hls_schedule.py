@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flexsched.errors import FlexschedError
 from flexsched.schedule import (Buffer, CacheRead, CacheWrite, ComputeAt, ComputeInline, Partition, Pipeline,
                                 Reorder, Schedule, Split, Unroll, cache_stage_name)
 
 
-class HlsScheduleError(ValueError):
+class HlsScheduleError(FlexschedError, ValueError):
     """An FPGA schedule this translation does not cover (it names the node and the step)."""
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from flexsched import dtypes
 from flexsched.affine import interval, monotone_span, split_terms
+from flexsched.errors import FlexschedError
 from flexsched.expr import (Binary, Call, Cast, Compare, Const, IterVar, Load, Logical, Reduce, Select,
                             as_expr, binary, iter_vars_of, walk)
 from flexsched.reference import topological_order
@@ -30,7 +31,7 @@ _LOOP_KINDS = {"": "serial", "parallel": "parallel", "vectorize": "vectorized", 
                "pipeline": "serial"}
 
 
-class LoweringError(ValueError):
+class LoweringError(FlexschedError, ValueError):
     """A schedule the lowering cannot express (it names the stage and what is missing)."""
 
 

@@ -26,6 +26,8 @@ import time
 from dataclasses import dataclass
 from multiprocessing.reduction import ForkingPickler
 
+from flexsched.errors import FlexschedError
+
 START_TIMEOUT_S = 120.0
 DEFAULT_MEMORY_LIMIT_BYTES = 16 * 2**30   # the worker's address space on the CPU (0 or None: no cap)
 ORPHAN_CHECK_S = 0.5                      # how often a busy worker checks that its parent still lives
@@ -33,11 +35,11 @@ MAX_ERROR_CHARS = 400
 _PR_SET_PDEATHSIG = 1
 
 
-class WorkerStartError(RuntimeError):
+class WorkerStartError(FlexschedError, RuntimeError):
     """The worker could not start: the environment, not a call, is at fault."""
 
 
-class WorkerFailure(RuntimeError):
+class WorkerFailure(FlexschedError, RuntimeError):
     """A call that returned nothing: status 'timeout', 'crash' or 'error' (it raised), and why."""
 
     def __init__(self, status, reason):

@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from flexsched.errors import FlexschedError
+
 from .side_by_side import Timed, time_side_by_side
 
 DEFAULT_FINALISTS = 5
@@ -40,7 +42,7 @@ class FinalistsResult:
         return self.finalists[0]
 
 
-class FinalistError(RuntimeError):
+class FinalistError(FlexschedError, RuntimeError):
     """No finalist could be built and checked."""
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from codegen.measure import STATUSES as MEASURED_STATUSES
+from flexsched.errors import FlexschedError
 from flexsched.schedule import ScheduleError, step_from_dict
 
 # The models' verdicts besides "ok": explore.evaluator's GPU model and fpga_model's evaluator.
@@ -23,7 +24,7 @@ REQUIRED = ("task", "target", "config", "result")
 MAX_DEPTH = 32
 
 
-class RecordSchemaError(ValueError):
+class RecordSchemaError(FlexschedError, ValueError):
     """A line that breaks the schema; `field` names the part at fault ("line" for the whole)."""
 
     def __init__(self, field, message):

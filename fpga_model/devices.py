@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from flexsched.errors import FlexschedError
+
 BRAM18K_BITS = 18 * 1024
 
 
-class DeviceError(ValueError):
+class DeviceError(FlexschedError, ValueError):
     """An unknown FPGA part."""
 
 

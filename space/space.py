@@ -11,10 +11,12 @@ import math
 
 import numpy as np
 
+from flexsched.errors import FlexschedError
+
 from .config import Config
 
 
-class SpaceError(ValueError):
+class SpaceError(FlexschedError, ValueError):
     """A point or config that does not belong to a space."""
 
 
