@@ -1,23 +1,20 @@
 """Back ends by target kind: the passes that finish a lowered kernel, its compilation, and how it
 runs and is timed.
 
-A back end registers itself under a target kind (codegen.cpu_backend as "cpu",
-codegen.cuda_backend as "gpu"); build() and the measurement worker look it up here, importing a
-built-in one on first use, so llvmlite or cupy load only where a kernel needs them.
+A back end registers itself under a target kind in flexsched.plugins (codegen.cpu_backend as "cpu",
+codegen.cuda_backend as "gpu", named there by codegen.targets); build() and the measurement worker
+look it up, importing its module on first use, so llvmlite or cupy load only where a kernel needs them.
 """
 
 from __future__ import annotations
 
-import importlib
 import time
 from abc import ABC, abstractmethod
 
 import numpy as np
 
+from flexsched import plugins
 from flexsched.errors import FlexschedError
-
-_BACKENDS = {}
-_BUILT_IN = {"cpu": "codegen.cpu_backend", "gpu": "codegen.cuda_backend"}
 
 
 class BackendError(FlexschedError, RuntimeError):
@@ -80,21 +77,18 @@ def register_backend(backend):
     """Make a Backend instance the one for its kind (a later registration replaces it)."""
     if not backend.kind:
         raise BackendError(f"{type(backend).__name__} names no target kind")
-    _BACKENDS[backend.kind] = backend
+    plugins.register_backend(backend.kind, backend)
     return backend
 
 
 def loaded_backends():
     """The back ends registered so far in this process."""
-    return tuple(_BACKENDS.values())
+    return plugins.loaded_backends()
 
 
 def backend_for(kind):
-    """The back end registered for a target kind (a Target or its kind), importing a built-in one."""
-    kind = getattr(kind, "kind", kind)
-    if kind not in _BACKENDS and kind in _BUILT_IN:
-        importlib.import_module(_BUILT_IN[kind])
-    if kind not in _BACKENDS:
-        known = sorted(set(_BACKENDS) | set(_BUILT_IN))
-        raise BackendError(f"no back end for target kind '{kind}'; back ends exist for: {', '.join(known)}")
-    return _BACKENDS[kind]
+    """The back end registered for a target kind (a Target or its kind), importing its module on first use."""
+    try:
+        return plugins.backend(kind)
+    except plugins.PluginError as err:
+        raise BackendError(str(err)) from None

@@ -28,7 +28,7 @@ from pathlib import Path
 import torch
 
 from analysis import analyze
-from explore.evaluator import CpuEvaluator
+from codegen.evaluators import CpuEvaluator
 from explore.finalists import kernel_timed
 from explore.optimize import optimize
 from explore.side_by_side import time_side_by_side

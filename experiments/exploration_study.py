@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # cpu_benchmark's case
 
 from cpu_benchmark import cases as benchmark_cases  # noqa: E402
 
-from explore.evaluator import CpuEvaluator  # noqa: E402
+from codegen.evaluators import CpuEvaluator  # noqa: E402
 from explore.optimize import optimize  # noqa: E402
 from flexsched.registry import get_task  # noqa: E402
 

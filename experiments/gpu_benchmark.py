@@ -254,7 +254,7 @@ def model_study(name, task, args):
     """The model's rank correlation with measured times over random points, and a model-only
     search's best measured against a measured search's best."""
     from codegen.measure import MeasureInput, Measurer
-    from explore.evaluator import GpuModelEvaluator
+    from codegen.evaluators import GpuModelEvaluator
     from space import generate
 
     space = generate(analyze(task), "cuda")

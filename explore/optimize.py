@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from flexsched import plugins
 from flexsched.target import get_target
 
 from .claims import SharedRecords
@@ -74,13 +75,7 @@ def resumed_history(path, task, target, space, judged_by=None):
 
 def _has_back_end(target):
     """Whether some back end builds kernels for the target's kind (FPGA designs have none here)."""
-    from codegen.backend import BackendError, backend_for
-
-    try:
-        backend_for(target)
-    except BackendError:
-        return False
-    return True
+    return plugins.has_backend(target)
 
 
 def build_best(path, task=None, target="llvm"):

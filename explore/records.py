@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from flexsched.schedule import Schedule
+from flexsched.version import version
 from space.config import Config
 from space.space import GENERATED, SpaceError
 
@@ -133,8 +134,6 @@ def same_task(task_ref, task):
 
 def record_line(task, target, entry, method, seed, space, judged_by="measured"):
     """The JSON object logged for a history entry."""
-    from flexsched import __version__
-
     origin = None
     if entry.origin is not None:
         start, direction = entry.origin
@@ -159,7 +158,7 @@ def record_line(task, target, entry, method, seed, space, judged_by="measured"):
         "gflops": entry.gflops,
         "elapsed": entry.elapsed,
         "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "version": __version__,
+        "version": version(),
     }
 
 

@@ -7,7 +7,7 @@ from .functions import (abs, all_of, any_of, cast, const, exp, if_then_else, log
                         sqrt, sum, tanh)
 from .tensor import Tensor, compute, placeholder, reduce_axis
 
-__version__ = "0.1.0"
+from .version import __version__
 
 
 def optimize(task, target="llvm", trials=100, method="q", log=None, **options):

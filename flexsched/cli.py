@@ -45,9 +45,9 @@ def _build_parser():
                       help="llvm (this CPU, measured), cuda (an NVIDIA GPU) or fpga (modelled); default llvm")
     tune.add_argument("--device", help="the device of a cuda or fpga target, e.g. h200 or vu9p "
                                        "(passed on as TARGET:DEVICE)")
-    tune.add_argument("--evaluator", choices=("measure", "model"),
+    tune.add_argument("--evaluator", metavar="NAME",
                       help="measure (run each candidate; cuda needs a GPU and cupy) or model (the static GPU "
-                           "model, no GPU needed; FPGA designs are always modelled); default: measure")
+                           "model, no GPU needed; FPGA designs are always modelled); default: the target's first")
     tune.add_argument("--trials", type=int, default=100, help="points to evaluate, warm-up included (default 100)")
     tune.add_argument("--method", default="q", choices=("q", "p", "random"),
                       help="q: Q-network directions, p: every direction, random: random points (default q)")

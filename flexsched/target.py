@@ -98,16 +98,16 @@ def gpu_device(target):
 
 
 def fpga(part=None):
-    """An FPGA target built from fpga_model's device data; no part means the VU9P (the paper's)."""
-    from fpga_model.devices import DEFAULT_DEVICE, DEVICES
+    """An FPGA target from the parts fpga_model registers (flexsched.plugins); no part means its default,
+    the VU9P (the paper's)."""
+    from .plugins import devices
 
-    key = (part or DEFAULT_DEVICE).lower()
-    if key not in DEVICES:
-        raise TargetError(f"unknown FPGA device '{part}'; choose one of {', '.join(DEVICES)}")
-    device = DEVICES[key]
+    parts, default = devices("fpga")
+    key = (part or default).lower()
+    if key not in parts:
+        raise TargetError(f"unknown FPGA device '{part}'; choose one of {', '.join(parts)}")
     # The name carries the part so that an evaluator can find the device's clock and memory.
-    return Target("fpga" if part is None else f"fpga:{key}", "fpga", device.part, dsp_slices=device.dsp_slices,
-                  bram18k_blocks=device.bram18k_blocks, dsps_per_fma=device.dsps_per_fma)
+    return Target("fpga" if part is None else f"fpga:{key}", "fpga", **parts[key])
 
 
 def xilinx_vu9p():

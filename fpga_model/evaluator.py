@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from explore.evaluator import Evaluation, Evaluator
+from flexsched.evaluation import Evaluation, Evaluator
 
 from .devices import device_of_target
 from .model import FpgaModel, ModelParams

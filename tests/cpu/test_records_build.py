@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from analysis import analyze
-from explore.evaluator import CpuEvaluator
+from codegen.evaluators import CpuEvaluator
 from explore.optimize import build_best, optimize
 from explore.records import CorruptRecordWarning, load_records
 from explore.resume import MisfitRecordWarning

@@ -11,7 +11,8 @@ import pytest
 
 import flexsched
 from codegen import cpu_backend
-from explore.evaluator import CpuEvaluator, ExplorationError
+from codegen.evaluators import CpuEvaluator
+from explore.evaluator import ExplorationError
 from explore.optimize import build_best
 from explore.records import load_records
 from flexsched.cli import main

@@ -313,10 +313,13 @@ def test_evaluation_round_trips_through_json():
 def test_evaluator_for_names_what_is_missing():
     assert evaluator_for("llvm").name == "cpu"
     assert evaluator_for("cuda", "model").name == "gpu-model"
-    with pytest.raises(ExplorationError, match="unknown evaluator 'guess'; choose one of measure, model"):
+    with pytest.raises(ExplorationError, match="^unknown evaluator 'guess' for cpu targets; choose one of measure$"):
         evaluator_for("llvm", "guess")
-    with pytest.raises(ExplorationError, match="no model evaluator for CPU targets"):
+    with pytest.raises(ExplorationError, match="unknown evaluator 'model' for cpu targets; choose one of measure"):
         evaluator_for("llvm", "model")
+    with pytest.raises(ExplorationError, match="unknown evaluator 'measure' for fpga targets; choose one of model"):
+        evaluator_for("fpga", "measure")
+    assert evaluator_for("fpga").name == "fpga-model"
 
 
 def test_measuring_on_a_gpu_says_in_one_line_that_none_is_here(monkeypatch):
