@@ -13,6 +13,7 @@ moves). It does not promise the same points an uninterrupted run would have visi
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +28,7 @@ from .methods import DEFAULT_GAMMA
 from .resume import best_replayable_record, resume_history, task_of_best_record
 from .search import Search
 
+logger = logging.getLogger("flexsched.explore.optimize")
 
 @dataclass(frozen=True)
 class TuneResult:
@@ -139,6 +141,8 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     if own_evaluator:
         evaluator = evaluator_for(target, evaluator, **(evaluator_options or {}))
     judged_by = getattr(evaluator, "judged_by", "measured")
+    logger.debug("tuning %s on %s: %s space of %d points, method %s, evaluator %s", task, target.name, space.name,
+              space.size, method, getattr(evaluator, "name", type(evaluator).__name__))
     history, report = History(space.info.flops), None
     if resume:
         history, report = resume_history(log, task, target, space, judged_by)

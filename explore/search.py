@@ -17,6 +17,7 @@ evaluated and recorded, and the rest are evaluated here and recorded through `sh
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 
@@ -25,6 +26,8 @@ import numpy as np
 from .evaluator import Evaluation, ExplorationError
 from .history import History
 from .methods import DEFAULT_GAMMA, make_method
+
+logger = logging.getLogger("flexsched.explore.search")
 
 # A shared record file's verdicts on a proposal, besides a recorded Evaluation to reuse.
 EVALUATE = "evaluate"  # claimed by this run: evaluate it here
@@ -95,6 +98,7 @@ class Search:
 
         def add(proposal, evaluation, elapsed, own):
             entry = history.add(proposal.point, proposal.schedule_key, evaluation, elapsed, proposal.origin)
+            logger.debug("trial %d%s: %s", entry.trial + 1, "" if own else " (another run's)", _outcome(evaluation))
             stopper.update(entry)
             if own and self.shared is not None:
                 self.shared.record(entry)
@@ -167,3 +171,10 @@ class Search:
                     f"({first.evaluation.status}): {first.evaluation.error}")
             evaluate(proposals)
             tried += len(proposals)
+
+
+def _outcome(evaluation):
+    """A candidate's result in a few words: its time, or its failure and why."""
+    if evaluation.ok:
+        return f"ok, {evaluation.seconds * 1e3:.4g} ms"
+    return f"{evaluation.status}: {evaluation.error}" if evaluation.error else evaluation.status

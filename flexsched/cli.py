@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 import warnings
@@ -21,7 +22,13 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _build_parser():
+    from .version import version
+
     parser = _Parser(prog="flexsched", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"flexsched {version()}")
+    verbosity = parser.add_mutually_exclusive_group()
+    verbosity.add_argument("-v", "--verbose", action="store_true", help="also print debug lines (each candidate's result)")
+    verbosity.add_argument("-q", "--quiet", action="store_true", help="no progress bar or informational lines")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                      parser_class=_Parser)
     commands.add_parser("ops", help="list the registered operators and their arguments")
@@ -192,12 +199,15 @@ class ProgressBar:
 
     def __call__(self, history):
         done = len(history)
-        if not self.redraw and done < self.total and done - self._last_line < max(1, self.total // 10):
+        if not self.redraw and done != self.total and done - self._last_line < max(1, self.total // 10):
             return
         self._last_line = done
         filled = min(self.WIDTH, self.WIDTH * done // self.total)
         elapsed = int(time.monotonic() - self.started)
-        text = (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{self.total} trials  "
+        # Past the budget only while no point has succeeded: the warm-up goes on (explore.search).
+        count = f"{done}/{self.total} trials" if done <= self.total else \
+            f"{done} trials, {self.total} budgeted (the warm-up goes on until a point succeeds)"
+        text = (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {count}  "
                 f"best {history.best_gflops:.2f} GFLOPS  {elapsed // 60}:{elapsed % 60:02d}")
         self.stream.write(("\r" + text) if self.redraw else text + "\n")
         self.stream.flush()
@@ -212,14 +222,15 @@ def _cmd_tune(args, out):
 
     task = task_from_command_line(args.op, args.args)
     target = f"{args.target}:{args.device}" if args.device else args.target
-    progress = ProgressBar(args.trials, sys.stderr)
+    progress = ProgressBar(args.trials, sys.stderr) if _informing() else None
     try:
         result = optimize(task, target, trials=args.trials, method=args.method, log=args.log, resume=args.resume,
                           seed=args.seed, starts=args.starts, early_stopping=args.early_stop, progress=progress,
                           evaluator=args.evaluator, space=_space_name(args), finalists=args.finalists,
                           build_kernel=False)  # the record file keeps the result
     finally:
-        progress.finish()
+        if progress:
+            progress.finish()
     summary = result.summary()
     modelled = result.target.kind == "gpu" and args.evaluator == "model"
     out.write(f"{summary['task']} on {result.target.name} ({result.target.device}), {result.space.name} space, "
@@ -397,7 +408,7 @@ def _cmd_sweep(args, out):
 
     spec = load_spec(args.spec, trials=args.trials, finalists=args.finalists, rounds=args.rounds,
                      results=args.results, records=args.records)
-    run_sweep(spec, sys.stderr)
+    run_sweep(spec, sys.stderr if _informing() else _Discard())
     out.write(f"results: {spec.results} (records in {spec.records}; `flexsched report {spec.results}`)\n")
 
 
@@ -436,10 +447,58 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
     sys.stderr.write(f"flexsched: warning: {message}\n")
 
 
+class _Discard:
+    """A stream for the lines -q leaves out."""
+
+    def write(self, text):
+        return len(text)
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return False
+
+
+def _informing():
+    """Whether informational lines and the progress bar show (not under -q)."""
+    return logging.getLogger("flexsched").isEnabledFor(logging.INFO)
+
+
+class _LogFormat(logging.Formatter):
+    def format(self, record):
+        kind = "" if record.levelno == logging.INFO else f"{record.levelname.lower()}: "
+        return f"flexsched: {kind}{record.getMessage()}"
+
+
+def _start_logging(args):
+    """Send the flexsched.* loggers to stderr at the level -v/-q choose (library code adds no handler)."""
+    logger = logging.getLogger("flexsched")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LogFormat())
+    saved = (logger.level, logger.propagate)
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO)
+    logger.propagate = False
+    return handler, saved
+
+
+def _stop_logging(started):
+    handler, (level, propagate) = started
+    logger = logging.getLogger("flexsched")
+    logger.removeHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = propagate
+
+
 def main(argv=None, out=None):
     """Entry point; returns the exit status."""
     out = out or sys.stdout
-    args = _build_parser().parse_args(argv)
+    try:
+        args = _build_parser().parse_args(argv)
+    except SystemExit as done:  # --help, --version, or a usage error argparse has printed in one line
+        return done.code if isinstance(done.code, int) else EXIT_USAGE
+    logging_started = _start_logging(args)
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
@@ -453,6 +512,8 @@ def main(argv=None, out=None):
         return 130
     except BrokenPipeError:  # `flexsched ops | head`: the reader left, nothing is wrong
         sys.stderr.close()
+    finally:
+        _stop_logging(logging_started)
     return 0
 
 

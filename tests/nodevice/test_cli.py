@@ -2,6 +2,8 @@
 
 import io
 import json
+import pathlib
+import re
 import subprocess
 import sys
 
@@ -168,3 +170,35 @@ def test_an_unknown_template_is_one_line_naming_what_exists(argv, message, capsy
     status, _ = run(*argv)
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1 and message in err
+
+
+def test_version_is_the_distribution_version(capsys):
+    from flexsched.version import version
+
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"flexsched {version()}\n"
+
+
+FPGA_TUNE = ["tune", "GMM", "16", "16", "16", "--target", "fpga", "--trials", "3", "--method", "random"]
+
+
+def test_quiet_leaves_out_the_progress_bar_and_verbose_adds_each_candidate(capsys):
+    assert main(["-q", *FPGA_TUNE], out=io.StringIO()) == 0
+    assert capsys.readouterr().err == ""
+    assert main([*FPGA_TUNE], out=io.StringIO()) == 0
+    plain = capsys.readouterr().err
+    assert "3/3 trials" in plain and "debug" not in plain
+    assert main(["-v", *FPGA_TUNE], out=io.StringIO()) == 0
+    verbose = capsys.readouterr().err
+    assert "flexsched: debug: trial 1: ok" in verbose and "flexsched: debug: trial 3: " in verbose
+    assert main(["-v", "-q", "ops"]) == 2
+    assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_only_the_command_line_configures_logging():
+    root = pathlib.Path(__file__).resolve().parents[2]
+    configuring = [str(path.relative_to(root)) for top in ("flexsched", "analysis", "space", "codegen", "fpga_model",
+                                                           "explore")
+                   for path in (root / top).rglob("*.py")
+                   if re.search(r"basicConfig|addHandler|StreamHandler|FileHandler", path.read_text())]
+    assert configuring == ["flexsched/cli.py"]
