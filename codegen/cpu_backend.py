@@ -1,5 +1,6 @@
-"""The CPU back end: LLVM IR from codegen.llvm_backend compiled for this host (MCJIT), called
-through a pointer table, its parallel segments spread over a thread pool (codegen.runtime)."""
+"""The CPU back end: LLVM IR from codegen.llvm_backend compiled for the target's CPU and features (this
+host's unless the target names others), loaded with MCJIT where this host can run it, called through
+a pointer table, its parallel segments spread over a thread pool (codegen.runtime)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from codegen.code_size import MAX_EMITTED_INSTRUCTIONS, MAX_EMITTED_STORES, emit
 from codegen.ir import CodegenError, PrimFunc
 from codegen.legalize import legalize
 from codegen.llvm_backend import ModuleBuilder, check_loops, signature, written_buffers
+from flexsched import cpus
 from flexsched.errors import EvaluationError
 
 _ITEM_SIZES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
@@ -29,24 +31,46 @@ def _initialise_llvm():
     llvm.initialize_native_asmprinter()
 
 
-def _target_machine():
-    """A fresh machine for this host (an MCJIT engine takes ownership of the one it is given)."""
+def machine_of(target=None):
+    """(CPU name, feature string) that code for target is generated for: this host's for None or a
+    target that names no CPU."""
+    if target is None or not target.cpu:
+        return cpus.host()
+    return target.cpu, target.features
+
+
+def _target_machine(machine=None):
+    """A fresh LLVM machine for (CPU, features), the host's by default (an MCJIT engine takes ownership
+    of the one it is given)."""
     _initialise_llvm()
+    cpu, features = machine or cpus.host()
     target = llvm.Target.from_default_triple()
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(), features=_host_features(),
-                                        opt=3, codemodel="jitdefault")
+    return target.create_target_machine(cpu=cpu, features=features, opt=3, codemodel="jitdefault")
 
 
-@functools.cache
-def _host_features():
-    return llvm.get_host_cpu_features().flatten()
+def register_lanes(machine=None):
+    """32-bit lanes of the widest vector registers of (CPU, features), the host's by default."""
+    cpu, features = machine or cpus.host()
+    return cpus.vector_unit(cpu, cpus.parse(features))[0]
 
 
 @functools.cache
 def host_register_lanes():
     """32-bit lanes of this host's widest vector registers."""
-    features = _host_features().split(",")
-    return 16 if "+avx512f" in features else 8 if "+avx" in features else 4
+    return register_lanes()
+
+
+def cannot_run_here(machine, name="kernel"):
+    """Why this host cannot run code generated for (CPU, features) ('' when it can): one line."""
+    host_cpu, host_features = cpus.host()
+    cpu, features = machine
+    if cpu != host_cpu:
+        return f"{name} was compiled for CPU '{cpu}', not this host's '{host_cpu}'"
+    missing = sorted(cpus.enabled(features) - cpus.enabled(host_features))
+    if missing:
+        shown = ", ".join(f"+{feature}" for feature in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        return f"{name} was compiled for features this host's CPU '{host_cpu}' lacks ({shown})"
+    return ""
 
 
 @functools.cache
@@ -68,8 +92,8 @@ def _optimize(module, machine, opt_level):
 
 @dataclass(frozen=True)
 class MachineCode:
-    """A kernel's optimised module as object code for this host, with what running it needs:
-    picklable, so the isolated worker can compile and the caller load (CompiledFunc)."""
+    """A kernel's optimised module as object code for a CPU, with what running it needs: picklable,
+    so the isolated worker can compile and the caller load (CompiledFunc)."""
 
     func: PrimFunc
     unoptimized_ir: str
@@ -80,38 +104,45 @@ class MachineCode:
     host: tuple                # (CPU name, features) the code was generated for
 
 
-def _this_host():
-    return llvm.get_host_cpu_name(), _host_features()
-
-
-def generate_machine_code(func, unoptimized_ir, opt_level, segments, fallbacks):
-    """Optimise the module at -O<opt_level> and generate its object code for this host."""
-    machine = _target_machine()
+def generate_machine_code(func, unoptimized_ir, opt_level, segments, fallbacks, machine=None):
+    """Optimise the module at -O<opt_level> and generate its object code for (CPU, features), the
+    host's by default."""
+    machine = machine or cpus.host()
+    target_machine = _target_machine(machine)
     module = llvm.parse_assembly(unoptimized_ir)
     module.verify()
-    _optimize(module, machine, opt_level)
-    return MachineCode(func, unoptimized_ir, str(module), machine.emit_object(module), tuple(segments),
-                       tuple(fallbacks), _this_host())
+    _optimize(module, target_machine, opt_level)
+    return MachineCode(func, unoptimized_ir, str(module), target_machine.emit_object(module), tuple(segments),
+                       tuple(fallbacks), tuple(machine))
 
 
 class CompiledFunc:
-    """A kernel compiled for this CPU; call it with one array per parameter to run it in place."""
+    """A kernel compiled for a CPU; call it with one array per parameter to run it in place. Code for
+    a CPU this host cannot stand in for is kept (its IR, assembly, object code) and refuses to run."""
 
     def __init__(self, code):
-        if code.host != _this_host():
-            raise CodegenError(f"kernel '{code.func.name}' was compiled for CPU '{code.host[0]}' with other "
-                               f"features than this host's ('{_this_host()[0]}')")
         self.code = code
+        self._written = written_buffers(code.func.body)
+        self._asm = None
+        self._segments = None
+        self._engine = None
+        if not cannot_run_here(code.host):
+            self._load()
+
+    def _load(self):
+        """Link the object code into an MCJIT engine of this host; CodegenError if it cannot run here."""
+        reason = cannot_run_here(self.code.host, f"kernel '{self.code.func.name}'")
+        if reason:
+            raise CodegenError(reason)
         triple, layout = _host_layout()
         # MCJIT needs a module to start from; the kernel arrives as object code, linked in as it is.
         self._engine = llvm.create_mcjit_compiler(
-            llvm.parse_assembly(f'target triple = "{triple}"\ntarget datalayout = "{layout}"\n'), _target_machine())
-        self._engine.add_object_file(llvm.ObjectFileRef.from_data(code.object_code))
+            llvm.parse_assembly(f'target triple = "{triple}"\ntarget datalayout = "{layout}"\n'),
+            _target_machine(self.code.host))
+        self._engine.add_object_file(llvm.ObjectFileRef.from_data(self.code.object_code))
         self._engine.finalize_object()
         self._segments = [(_SEGMENT_PROTOTYPE(self._engine.get_function_address(symbol)), extent)
-                          for symbol, extent in code.segments]
-        self._written = written_buffers(code.func.body)
-        self._asm = None
+                          for symbol, extent in self.code.segments]
 
     func = property(lambda self: self.code.func)
     unoptimized_ir = property(lambda self: self.code.unoptimized_ir)
@@ -120,9 +151,9 @@ class CompiledFunc:
     fallbacks = property(lambda self: self.code.fallbacks)
 
     def asm(self):
-        """The host assembly of the optimized module."""
+        """The assembly of the optimized module for the CPU it was compiled for."""
         if self._asm is None:
-            self._asm = _target_machine().emit_assembly(llvm.parse_assembly(self.llvm_ir))
+            self._asm = _target_machine(self.code.host).emit_assembly(llvm.parse_assembly(self.llvm_ir))
         return self._asm
 
     @property
@@ -137,6 +168,8 @@ class CompiledFunc:
         if len(arrays) != len(params):
             names = ", ".join(p.name for p in params)
             raise TypeError(f"kernel '{self.func.name}' takes {len(params)} arguments ({names}), got {len(arrays)}")
+        if self._segments is None:
+            self._load()
         spans = [_memory_span(array, param, param in self._written) for array, param in zip(arrays, params)]
         self._check_disjoint(spans)
         table = (ctypes.c_void_p * max(1, len(params)))(*(start for start, _ in spans))
@@ -201,27 +234,29 @@ def clear_cache():
         _cache.clear()
 
 
-def compile_func(func: PrimFunc, opt_level=3, legalised=False) -> CompiledFunc:
-    """Compile a kernel for this CPU (legalised first unless the back end's passes already did,
-    so hand-written loop IR compiles too); identical kernels (same LLVM IR, level and host)
-    compile once."""
-    text, builder, func = _module_text(func, opt_level, legalised)
-    key = (text, opt_level, *_this_host())
+def compile_func(func: PrimFunc, opt_level=3, legalised=False, target=None) -> CompiledFunc:
+    """Compile a kernel for the target's CPU, this host's by default (legalised first unless the back
+    end's passes already did, so hand-written loop IR compiles too); identical kernels (same LLVM IR,
+    level, CPU and features) compile once."""
+    machine = machine_of(target)
+    text, builder, func = _module_text(func, opt_level, legalised, machine)
+    key = (text, opt_level, *machine)
     with _cache_lock:
         compiled = _cache.get(key)
         if compiled is None:
-            code = generate_machine_code(func, text, opt_level, builder.segments, builder.fallbacks)
+            code = generate_machine_code(func, text, opt_level, builder.segments, builder.fallbacks, machine)
             compiled = _cache[key] = CompiledFunc(code)
     return compiled
 
 
-def machine_code(func: PrimFunc, opt_level=3, legalised=False) -> MachineCode:
+def machine_code(func: PrimFunc, opt_level=3, legalised=False, target=None) -> MachineCode:
     """What compile_func compiles, as object code not yet loaded (for building in another process)."""
-    text, builder, func = _module_text(func, opt_level, legalised)
-    return generate_machine_code(func, text, opt_level, builder.segments, builder.fallbacks)
+    machine = machine_of(target)
+    text, builder, func = _module_text(func, opt_level, legalised, machine)
+    return generate_machine_code(func, text, opt_level, builder.segments, builder.fallbacks, machine)
 
 
-def _module_text(func, opt_level, legalised):
+def _module_text(func, opt_level, legalised, machine):
     """(unoptimised LLVM IR, its ModuleBuilder, the legalised func), after checking func."""
     if opt_level not in (0, 1, 2, 3):
         raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
@@ -234,7 +269,7 @@ def _module_text(func, opt_level, legalised):
     triple, layout = _host_layout()
     func = replace(func, body=roll_to_fit(func.body, MAX_EMITTED_STORES))
     while True:
-        builder = ModuleBuilder(func, triple, layout, host_register_lanes())
+        builder = ModuleBuilder(func, triple, layout, register_lanes(machine))
         text = str(builder.build())
         instructions, copies = _instruction_count(text), emitted_copies(func.body)
         if instructions <= MAX_EMITTED_INSTRUCTIONS or copies <= 1:
@@ -253,7 +288,7 @@ def _instruction_count(text):
 
 
 class CpuBackend(Backend):
-    """Kernels for this CPU: legalised loop IR, LLVM at -O3, numpy arrays or CPU torch tensors."""
+    """Kernels for a CPU: legalised loop IR, LLVM at -O3, numpy arrays or CPU torch tensors."""
 
     kind = "cpu"
 
@@ -261,10 +296,13 @@ class CpuBackend(Backend):
         return (legalize,)
 
     def compile(self, func, target):
-        return compile_func(func, legalised=True)
+        return compile_func(func, legalised=True, target=target)
 
     def compile_artifact(self, func, target):
-        return machine_code(func, legalised=True)
+        return machine_code(func, legalised=True, target=target)
+
+    def unavailable(self, target):
+        return cannot_run_here(machine_of(target), f"code for {target.name}")
 
     def load_artifact(self, artifact, target):
         return CompiledFunc(artifact)

@@ -25,9 +25,8 @@ def _object_code(kernel, name):
         text = re.sub(rf"@{symbol}\b", f"@{name}_{symbol}", text)
     module = llvm.parse_assembly(text)
     target = llvm.Target.from_default_triple()
-    machine = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                           features=llvm.get_host_cpu_features().flatten(),
-                                           opt=3, reloc="pic", codemodel="default")
+    cpu, features = kernel.compiled.code.host   # the CPU the kernel was compiled for
+    machine = target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic", codemodel="default")
     return machine.emit_object(module)
 
 

@@ -52,6 +52,8 @@ def check_record(data):
     _check_task(data["task"], "task")
     _object(data["target"], "target")
     _optional(data["target"], "name", _printable, "target")
+    _optional(data["target"], "cpu", _printable, "target")
+    _optional(data["target"], "features_digest", _printable, "target")
     _check_config(data["config"], "config")
     _check_result(data["result"])
     _optional(data, "trial", _natural)

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from flexsched.schedule import Schedule
+from flexsched.target import host_cpu
 from flexsched.version import version
 from space.config import Config
 from space.space import GENERATED, SpaceError
@@ -32,6 +33,8 @@ from .record_schema import RecordSchemaError, check_line
 
 # A record is about a kilobyte; a longer line is damage or an attack, not read into memory whole.
 MAX_LINE_BYTES = 1 << 20
+# What a record's target says about the CPU besides its capabilities (absent from older records).
+CPU_IDENTITY = ("cpu", "features_digest")
 
 
 class CorruptRecordWarning(UserWarning):
@@ -82,8 +85,15 @@ class Record:
         return same_task(self.task_ref, task)
 
     def same_target(self, target):
-        """The same device, capabilities included (any device if target is None)."""
-        return target is None or self.target == target.to_dict()
+        """The same device, capabilities included, and for a CPU the same CPU and features (any device if
+        target is None); a record written before targets named their CPU matches on the capabilities."""
+        if target is None:
+            return True
+        wanted = target.identity()
+        for key in CPU_IDENTITY:
+            if key not in self.target:
+                wanted.pop(key, None)
+        return self.target == wanted
 
     def same_judge(self, judged_by):
         """Judged the same way (a measured GPU time and a modelled one never mix); any if None."""
@@ -127,6 +137,20 @@ def point_in(space, config):
     return space.point(config)
 
 
+def target_label(recorded):
+    """A record's target as people name it: its name, or "llvm -mcpu=..." where the host target was
+    another CPU than this one (or the same CPU with other features)."""
+    name = recorded.get("name", "?")
+    if name != "llvm" or "cpu" not in recorded:
+        return name
+    here = host_cpu().identity()
+    if recorded["cpu"] != here["cpu"]:
+        return f"llvm -mcpu={recorded['cpu']}"
+    if recorded.get("features_digest") != here.get("features_digest"):
+        return f"llvm -mcpu={recorded['cpu']} (other features, digest {recorded.get('features_digest')})"
+    return name
+
+
 def same_task(task_ref, task):
     """Whether a (checked) task reference names this task: the same name and arguments."""
     return task_ref["name"] == task.name and list(task_ref["args"]) == list(task.args)
@@ -142,7 +166,7 @@ def record_line(task, target, entry, method, seed, space, judged_by="measured"):
     evaluation = entry.evaluation
     return {
         "task": task.ref(),
-        "target": target.to_dict(),
+        "target": target.identity(),   # a CPU's features as a digest: records stay about a kilobyte
         "method": method,
         "judged_by": judged_by,
         "seed": seed,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from .evaluator import Evaluation, ExplorationError
 from .history import History
-from .records import LoadedRecords, best_records, scan_records
+from .records import LoadedRecords, best_records, scan_records, target_label
 
 # Why --resume leaves a record out, in the order a record is checked.
 REASONS = ("task", "target", "judge", "other_space", "space", "duplicate", "corrupt")
@@ -135,8 +135,19 @@ def best_replayable_record(path, records, task, target, space_of):
         if point is not None:
             return record, space.schedule(point)
     misfits.summarise()
-    raise ExplorationError(f"{path}: no successful record of {task} on {target.name}"
-                           + (" that fits today's space" if misfits.count else ""))
+    raise ExplorationError(_none_for(path, records, task, target) + (" that fits today's space" if misfits.count else ""))
+
+
+def _none_for(path, records, task, target):
+    """One line: no successful record (of task) for the target, and of which targets the file has them."""
+    of_task = f" of {task}" if task is not None else ""
+    others = sorted({target_label(record.target) for record in records
+                     if record.ok and (task is None or record.same_task(task)) and not record.same_target(target)
+                     and record.target.get("kind") == target.kind})
+    if target.kind == "cpu" and others:
+        return (f"{path}: no successful record{of_task} for this CPU ({target.name} on {target.cpu}); "
+                f"the file's are of {', '.join(others)}")
+    return f"{path}: no successful record{of_task} on {target.name}"
 
 
 def task_of_best_record(path, records, target):
@@ -146,7 +157,7 @@ def task_of_best_record(path, records, target):
 
     best = best_records(records, 1, None, target)
     if not best:
-        raise ExplorationError(f"{path}: no successful record on {target.name}")
+        raise ExplorationError(_none_for(path, records, None, target))
     try:
         return registered_task(best[0].task_ref)
     except FlexschedError as err:

@@ -297,14 +297,14 @@ def _cmd_best(args, out):
     import os
     from collections import defaultdict
 
-    from explore.records import best_records, load_records
+    from explore.records import best_records, load_records, target_label
 
     if not os.path.exists(args.file):
         raise FlexschedError(f"no record file '{args.file}'")
     records = load_records(args.file)
     groups = defaultdict(list)
     for record in records:
-        groups[(record.task_ref["name"], tuple(record.task_ref["args"]), record.target.get("name"))].append(record)
+        groups[(record.task_ref["name"], tuple(record.task_ref["args"]), target_label(record.target))].append(record)
     if not groups:
         raise FlexschedError(f"{args.file}: no records")
     for (name, task_args, target), group in groups.items():

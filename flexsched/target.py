@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import asdict, dataclass, replace
 
+from . import cpus
 from .errors import FlexschedError
 
 
@@ -16,7 +18,7 @@ class TargetError(FlexschedError, ValueError):
 class Target:
     """What a device can do; fields a kind does not use stay 0."""
 
-    name: str                          # "llvm", "cuda", "fpga" or "fpga:<device>"
+    name: str                          # "llvm" (this host), "llvm -mcpu=...", "cuda", "fpga" or "fpga:<device>"
     kind: str                          # "cpu", "gpu", "fpga"
     device: str                        # human-readable description
     cores: int = 1                     # CPU threads that run a parallel loop
@@ -29,6 +31,8 @@ class Target:
     dsp_slices: int = 0                # FPGA
     bram18k_blocks: int = 0            # FPGA, 18 Kb each
     dsps_per_fma: int = 0              # FPGA, DSP slices of one float32 multiply-add
+    cpu: str = ""                      # CPU: LLVM's name of the processor the code is for ("znver4")
+    features: str = ""                 # CPU: LLVM's features the code may use (flexsched.cpus, canonical)
 
     def to_dict(self):
         return asdict(self)
@@ -44,27 +48,75 @@ class Target:
         """A copy with some capabilities changed (e.g. fewer threads per block)."""
         return replace(self, **changes)
 
+    def identity(self):
+        """What records keep of a target: its fields, with a CPU's feature string as a short digest."""
+        data = self.to_dict()
+        features = data.pop("features")
+        if not self.cpu:
+            del data["cpu"]
+        elif features:
+            data["features_digest"] = cpus.digest(features)
+        return data
 
-def _host_vector_unit():
-    """(float32 lanes, vector registers) of the host's widest vector unit, from /proc/cpuinfo."""
+
+LLVM_OPTIONS = ("-mcpu", "-mattr", "-num-cores")
+# Set to a CPU target string ("llvm -mattr=-avx512f"), it is what the bare name "llvm" means: the whole
+# suite or a run can then generate code for fewer features than the host has.
+LLVM_TARGET_VARIABLE = "FLEXSCHED_LLVM_TARGET"
+
+
+def _host_cores():
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+def cpu_target(text="llvm"):
+    """A CPU target from a TVM-style string: "llvm" (this host), or "llvm" with -mcpu=NAME (LLVM's CPU
+    name), -mattr=+FEATURE,-FEATURE (features on or off, from the host's when -mcpu is the host's or
+    absent) and -num-cores=N. The host itself is named "llvm"; any other CPU by its canonical string."""
+    return _cpu_target(" ".join(text.split()), _host_cores())
+
+
+@functools.lru_cache(maxsize=64)
+def _cpu_target(text, host_cores):
+    words = text.split()
+    if not words or words[0] != "llvm":
+        raise TargetError(f"target '{text}': a CPU target starts with 'llvm'")
+    options = {}
+    for word in words[1:]:
+        key, _, value = word.partition("=")
+        if key in options:
+            raise TargetError(f"target '{text}': {key} is given twice")
+        if key not in LLVM_OPTIONS or not value:
+            raise TargetError(f"target '{text}': '{word}' is not one of -mcpu=NAME, -mattr=+FEATURE,-FEATURE, "
+                              "-num-cores=N")
+        options[key] = value
     try:
-        with open("/proc/cpuinfo") as cpuinfo:
-            flags = next((line.split(":", 1)[1].split() for line in cpuinfo if line.startswith("flags")), [])
-    except OSError:
-        return 4, 16
-    if "avx512f" in flags:
-        return 16, 32   # zmm0-31
-    if "avx2" in flags or "avx" in flags:
-        return 8, 16    # ymm0-15
-    return 4, 16        # xmm0-15 (x86-64 SSE), a safe guess elsewhere
+        changes = cpus.parse(options.get("-mattr", ""))
+    except cpus.FeatureError as err:
+        raise TargetError(f"target '{text}': {err}") from None
+    cores = options.get("-num-cores", str(host_cores))
+    if not cores.isdigit() or int(cores) < 1:
+        raise TargetError(f"target '{text}': -num-cores must be a whole number of at least 1, got '{cores}'")
+    host_name, host_features = cpus.host()
+    cpu = options.get("-mcpu", host_name)
+    # On the host's CPU the code gets the host's features with the changes; another CPU gets its
+    # own (LLVM knows them by name) with the changes.
+    features = cpus.canonical(cpus.apply(cpus.parse(host_features), changes) if cpu == host_name else changes)
+    lanes, registers = cpus.vector_unit(cpu, cpus.parse(features))
+    cores = int(cores)
+    units = f"{cores} cores, {lanes} float32 lanes, {registers} vector registers"
+    if cpu == host_name and features == host_features and cores == host_cores:
+        return Target("llvm", "cpu", f"host CPU ({units})", cores=cores, vector_lanes=lanes,
+                      vector_registers=registers, cpu=cpu, features=features)
+    name = " ".join(["llvm", f"-mcpu={cpu}", *([f"-mattr={cpus.canonical(changes)}"] if changes else []),
+                     *([f"-num-cores={cores}"] if "-num-cores" in options else [])])
+    return Target(name, "cpu", f"{cpu} CPU ({units})", cores=cores, vector_lanes=lanes,
+                  vector_registers=registers, cpu=cpu, features=features)
 
 
 def host_cpu():
     """The machine this runs on, for the llvm back end."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    lanes, registers = _host_vector_unit()
-    return Target("llvm", "cpu", f"host CPU ({cores} cores, {lanes} float32 lanes, {registers} vector registers)",
-                  cores=cores, vector_lanes=lanes, vector_registers=registers)
+    return cpu_target("llvm")
 
 
 def nvidia_gpu(part=None):
@@ -118,10 +170,17 @@ _TARGETS = {"llvm": host_cpu, "cuda": nvidia_h100, "fpga": xilinx_vu9p}
 
 
 def get_target(name):
-    """The target called name: llvm (this CPU), cuda (an H100) or cuda:<gpu>, fpga (a VU9P) or
-    fpga:<device>."""
+    """The target called name: llvm (this CPU, or $FLEXSCHED_LLVM_TARGET where set) or "llvm -mcpu=...
+    -mattr=..." (see cpu_target), cuda (an H100) or cuda:<gpu>, fpga (a VU9P) or fpga:<device>."""
     if isinstance(name, Target):
         return name
+    if name == "llvm" and os.environ.get(LLVM_TARGET_VARIABLE, "").strip():
+        try:
+            return cpu_target(os.environ[LLVM_TARGET_VARIABLE].strip())
+        except TargetError as err:
+            raise TargetError(f"{LLVM_TARGET_VARIABLE}: {err}") from None
+    if isinstance(name, str) and name.startswith("llvm "):
+        return cpu_target(name)
     if isinstance(name, str) and name.startswith("fpga:"):
         return fpga(name.split(":", 1)[1])
     if isinstance(name, str) and name.startswith("cuda:"):

@@ -217,13 +217,14 @@ def test_every_evaluated_point_is_one_record_line(tmp_path):
     result, evaluator = tune(trials=12, log=str(log))
     lines = [line for line in log.read_text().splitlines() if '"claim"' not in line]  # claims: see test_records
     assert len(lines) == 12
-    target = get_target("llvm").to_dict()
+    target = get_target("llvm").identity()
     space = space_of(GMM)
     for line, point in zip(lines, evaluator.calls):
         data = json.loads(line)
         assert RECORD_KEYS <= set(data)
         assert data["task"]["name"] == "GMM" and data["task"]["args"] == [64, 64, 64]
         assert data["target"] == target and data["target"]["cores"] >= 1  # capabilities included
+        assert data["target"]["cpu"] and len(data["target"]["features_digest"]) == 16  # which CPU, in short
         assert space.point(space.config(point).from_dict(data["config"])) == point
         assert data["result"]["status"] in ("ok", "wrong_answer")
         assert (data["error"] == "") == (data["result"]["status"] == "ok")
