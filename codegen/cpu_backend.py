@@ -60,16 +60,16 @@ def host_register_lanes():
     return register_lanes()
 
 
-def cannot_run_here(machine, name="kernel"):
+def cannot_run_here(machine):
     """Why this host cannot run code generated for (CPU, features) ('' when it can): one line."""
     host_cpu, host_features = cpus.host()
     cpu, features = machine
     if cpu != host_cpu:
-        return f"{name} was compiled for CPU '{cpu}', not this host's '{host_cpu}'"
+        return f"the code is for CPU '{cpu}', not this host's '{host_cpu}'"
     missing = sorted(cpus.enabled(features) - cpus.enabled(host_features))
     if missing:
         shown = ", ".join(f"+{feature}" for feature in missing[:5]) + (", ..." if len(missing) > 5 else "")
-        return f"{name} was compiled for features this host's CPU '{host_cpu}' lacks ({shown})"
+        return f"the code uses features this host's CPU '{host_cpu}' lacks ({shown})"
     return ""
 
 
@@ -131,9 +131,9 @@ class CompiledFunc:
 
     def _load(self):
         """Link the object code into an MCJIT engine of this host; CodegenError if it cannot run here."""
-        reason = cannot_run_here(self.code.host, f"kernel '{self.code.func.name}'")
+        reason = cannot_run_here(self.code.host)
         if reason:
-            raise CodegenError(reason)
+            raise CodegenError(f"kernel '{self.code.func.name}' cannot run here: {reason}")
         triple, layout = _host_layout()
         # MCJIT needs a module to start from; the kernel arrives as object code, linked in as it is.
         self._engine = llvm.create_mcjit_compiler(
@@ -302,7 +302,7 @@ class CpuBackend(Backend):
         return machine_code(func, legalised=True, target=target)
 
     def unavailable(self, target):
-        return cannot_run_here(machine_of(target), f"code for {target.name}")
+        return cannot_run_here(machine_of(target))
 
     def load_artifact(self, artifact, target):
         return CompiledFunc(artifact)

@@ -7,6 +7,9 @@ them from there and never imports this module.
 from __future__ import annotations
 
 import math
+import os
+
+import numpy as np
 
 from flexsched.evaluation import Evaluation, Evaluator, ExplorationError
 from flexsched.target import get_target
@@ -30,6 +33,23 @@ class MeasureEvaluator(Evaluator):
                                   memory_limit_bytes=memory_limit_bytes, runner=runner or DEFAULT_RUNNER,
                                   slow_run_seconds=slow_run_seconds, kinds=(self.target.kind,),
                                   reference_timeout_s=reference_timeout_s or DEFAULT_REFERENCE_TIMEOUT_S)
+
+    def check(self, task):
+        """Refuse, before any candidate, a target this host cannot run or a task too large to check here."""
+        from .backend import backend_for
+
+        reason = backend_for(self.target).unavailable(self.target)
+        if reason:
+            raise ExplorationError(f"cannot measure on {self.target.name}: {reason}")
+        needed, available = checking_bytes(task), available_bytes()
+        cap = self._measurer.memory_limit_bytes
+        limit = min(available, cap) if cap else available
+        if needed > limit:
+            capped = f"; the measurement worker is capped at {cap / 2**30:.3g} GiB" if cap else ""
+            raise ExplorationError(f"{task} needs about {needed / 2**30:.3g} GiB to measure (inputs and outputs, and "
+                                   f"the float64 reference outputs it is checked against), but "
+                                   f"{limit / 2**30:.3g} GiB are available ({available / 2**30:.3g} GiB free here"
+                                   f"{capped})")
 
     def evaluate(self, task, space, points):
         from .measure import MeasureInput, ReferenceFailure
@@ -86,6 +106,31 @@ class GpuModelEvaluator(Evaluator):
                 continue
             results.append(Evaluation("ok", predicted.seconds, "", predicted.to_dict()))
         return results
+
+
+def checking_bytes(task):
+    """A lower bound of the memory measuring task takes: its inputs and outputs in their dtypes, and the
+    reference outputs in float64 (codegen.measure checks each candidate against them)."""
+    def size(tensor):
+        return math.prod(tensor.shape)
+
+    arrays = sum(size(tensor) * np.dtype(tensor.dtype).itemsize for tensor in (*task.inputs, *task.outputs))
+    return arrays + sum(size(tensor) * 8 for tensor in task.outputs)
+
+
+def available_bytes():
+    """Memory this machine can still give (MemAvailable), or its physical memory where that is unknown."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        return math.inf
 
 
 def _one_line(err):

@@ -23,7 +23,7 @@ from flexsched.target import get_target
 from .claims import SharedRecords
 from .evaluator import ExplorationError, evaluator_for
 from .history import History
-from .records import load_records, record_line
+from .records import check_record_file, load_records, record_line
 from .methods import DEFAULT_GAMMA
 from .resume import best_replayable_record, resume_history, task_of_best_record
 from .search import Search
@@ -78,6 +78,14 @@ def resumed_history(path, task, target, space, judged_by=None):
 def _has_back_end(target):
     """Whether some back end builds kernels for the target's kind (FPGA designs have none here)."""
     return plugins.has_backend(target)
+
+
+def _check_resumable(report, task):
+    """ExplorationError when a record file to resume from holds records, all of other tasks."""
+    others = report.count("task")
+    if report.used == 0 and others and sum(count for _, count in report.ignored) == others + report.count("corrupt"):
+        raise ExplorationError(f"{report.path}: none of its {others} record{'s' if others != 1 else ''} is of {task}, "
+                               "so there is nothing to resume (without resume, this task's records are added to it)")
 
 
 def build_best(path, task=None, target="llvm"):
@@ -137,19 +145,29 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     if trials < 1:
         raise ExplorationError(f"trials must be at least 1, got {trials}")
     space = space_for(task, target, space)
+    if log:
+        check_record_file(log)
     own_evaluator = evaluator is None or isinstance(evaluator, str)
     if own_evaluator:
         evaluator = evaluator_for(target, evaluator, **(evaluator_options or {}))
-    judged_by = getattr(evaluator, "judged_by", "measured")
-    logger.debug("tuning %s on %s: %s space of %d points, method %s, evaluator %s", task, target.name, space.name,
-              space.size, method, getattr(evaluator, "name", type(evaluator).__name__))
-    history, report = History(space.info.flops), None
-    if resume:
-        history, report = resume_history(log, task, target, space, judged_by)
-    shared = None
-    if log:
-        shared = SharedRecords(log, task, target, space, judged_by,
-                               lambda entry: record_line(task, target, entry, method, seed, space, judged_by))
+    try:  # every refusal comes before the record file is written to
+        if hasattr(evaluator, "check"):
+            evaluator.check(task)
+        judged_by = getattr(evaluator, "judged_by", "measured")
+        logger.debug("tuning %s on %s: %s space of %d points, method %s, evaluator %s", task, target.name,
+                     space.name, space.size, method, getattr(evaluator, "name", type(evaluator).__name__))
+        history, report = History(space.info.flops), None
+        if resume:
+            history, report = resume_history(log, task, target, space, judged_by)
+            _check_resumable(report, task)
+        shared = None
+        if log:
+            shared = SharedRecords(log, task, target, space, judged_by,
+                                   lambda entry: record_line(task, target, entry, method, seed, space, judged_by))
+    except BaseException:
+        if own_evaluator:
+            evaluator.close()
+        raise
 
     def on_entry(entry):
         if progress:

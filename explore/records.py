@@ -28,7 +28,7 @@ from flexsched.version import version
 from space.config import Config
 from space.space import GENERATED, SpaceError
 
-from .evaluator import Evaluation
+from .evaluator import Evaluation, ExplorationError
 from .record_schema import RecordSchemaError, check_line
 
 # A record is about a kilobyte; a longer line is damage or an attack, not read into memory whole.
@@ -321,6 +321,28 @@ def scan_records(path):
             if kind == "record":
                 records.append(Record(data, number))
     return LoadedRecords(tuple(records), tuple(corrupt))
+
+
+def check_record_file(path):
+    """ExplorationError when an existing file has lines but none is a record or a claim: it is not a
+    record file, and appending to it would only damage it."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        return
+    first_bad = None
+    with open(path, "rb") as file:
+        for number, raw in read_lines(file):
+            if not raw.strip():
+                continue
+            try:
+                parse_line(raw)
+            except RecordSchemaError as err:
+                first_bad = first_bad or (number, err)
+                continue
+            return
+    if first_bad:
+        number, err = first_bad
+        raise ExplorationError(f"{path}: not a record file (line {number}: {str(err).removeprefix('line: ')})")
 
 
 def load_records(path):

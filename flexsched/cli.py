@@ -21,6 +21,19 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+def _at_least(low):
+    """An argparse type: a whole number of at least low (else a one-line usage error)."""
+    def whole_number(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be at least {low}, got {value}")
+        return value
+    return whole_number
+
+
 def _build_parser():
     from .version import version
 
@@ -43,7 +56,7 @@ def _build_parser():
     space.add_argument("--json", action="store_true", help="print one JSON object")
     space.add_argument("--template", nargs="?", const="", metavar="NAME",
                        help="the space of a hand-written template (the default without NAME)")
-    space.add_argument("--example", type=int, metavar="SEED",
+    space.add_argument("--example", type=_at_least(0), metavar="SEED",
                        help="also print the schedule of the random point drawn with this seed")
     tune = commands.add_parser("tune", help="search the schedule space of an operator for its fastest schedule")
     tune.add_argument("op", metavar="OP", help="operator name (see `flexsched ops`)")
@@ -55,11 +68,11 @@ def _build_parser():
     tune.add_argument("--evaluator", metavar="NAME",
                       help="measure (run each candidate; cuda needs a GPU and cupy) or model (the static GPU "
                            "model, no GPU needed; FPGA designs are always modelled); default: the target's first")
-    tune.add_argument("--trials", type=int, default=100, help="points to evaluate, warm-up included (default 100)")
+    tune.add_argument("--trials", type=_at_least(1), default=100, help="points to evaluate, warm-up included (default 100)")
     tune.add_argument("--method", default="q", choices=("q", "p", "random"),
                       help="q: Q-network directions, p: every direction, random: random points (default q)")
-    tune.add_argument("--starts", type=int, default=4, help="start points per round (default 4)")
-    tune.add_argument("--early-stop", type=int, metavar="N",
+    tune.add_argument("--starts", type=_at_least(1), default=4, help="start points per round (default 4)")
+    tune.add_argument("--early-stop", type=_at_least(1), metavar="N",
                       help="stop after N trials without a 1%% improvement of the best")
     tune.add_argument("--log", metavar="FILE", help="append every evaluated point to this JSON-lines file")
     tune.add_argument("--resume", action="store_true",
@@ -67,10 +80,10 @@ def _build_parser():
     tune.add_argument("--template", nargs="?", const="", metavar="NAME",
                       help="tune a hand-written template (the operator's default without NAME) instead of the "
                            "generated space (see `flexsched templates`)")
-    tune.add_argument("--finalists", type=int, default=0, metavar="K",
+    tune.add_argument("--finalists", type=_at_least(0), default=0, metavar="K",
                       help="after the search, rebuild its fastest K points, check them again and time them side by "
                            "side; report the fastest (default 0: the search's own best, no extra builds)")
-    tune.add_argument("--seed", type=int, default=0)
+    tune.add_argument("--seed", type=_at_least(0), default=0)
     tune.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
     templates = commands.add_parser("templates", help="the hand-written schedule templates, per operator")
     templates.add_argument("op", metavar="OP", nargs="?", help="only this operator's")
@@ -79,27 +92,27 @@ def _build_parser():
     templates.add_argument("--target", default="llvm", help="llvm (this CPU) or cuda (default llvm)")
     best = commands.add_parser("best", help="the best records of a tuning record file")
     best.add_argument("file", metavar="FILE", help="a record file written by `flexsched tune --log`")
-    best.add_argument("--top", type=int, default=5, help="how many records per task and target (default 5)")
+    best.add_argument("--top", type=_at_least(1), default=5, help="how many records per task and target (default 5)")
     best.add_argument("--json", action="store_true", help="one JSON object per record")
     hls = commands.add_parser("hls", help="search an FPGA design with the model and write its HLS C++")
     hls.add_argument("op", metavar="OP", help="operator name (see `flexsched ops`)")
     hls.add_argument("args", metavar="ARG", nargs="*", help="the operator's arguments")
     hls.add_argument("--device", default="vu9p", help="FPGA part: vu9p, zu9eg or vx485t (default vu9p)")
     hls.add_argument("-o", "--output", required=True, metavar="DIR", help="directory for the sources")
-    hls.add_argument("--trials", type=int, default=1000, help="model evaluations of the search (default 1000)")
+    hls.add_argument("--trials", type=_at_least(1), default=1000, help="model evaluations of the search (default 1000)")
     hls.add_argument("--method", default="q", choices=("q", "p", "random"),
                      help="search method, as for tune (default q)")
-    hls.add_argument("--starts", type=int, default=16,
+    hls.add_argument("--starts", type=_at_least(1), default=16,
                      help="start points per round (default 16: model estimates are cheap, and on the YOLO layers "
                           "4 starts left the Q-method below the hand-written design on two of them)")
-    hls.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
+    hls.add_argument("--seed", type=_at_least(0), default=0, help="search seed (default 0)")
     hls.add_argument("--json", action="store_true", help="print one JSON object")
     sweep = commands.add_parser("sweep", help="run a sweep file: tune every case with every contender, compare "
                                               "them with the library side by side")
     sweep.add_argument("spec", metavar="SPEC", help="a TOML sweep file (see experiments/*.toml)")
-    sweep.add_argument("--trials", type=int, help="replace the file's trials per job")
-    sweep.add_argument("--finalists", type=int, metavar="K", help="replace the file's finalists per job")
-    sweep.add_argument("--rounds", type=int, help="replace the file's rounds of the side-by-side comparison")
+    sweep.add_argument("--trials", type=_at_least(1), help="replace the file's trials per job")
+    sweep.add_argument("--finalists", type=_at_least(0), metavar="K", help="replace the file's finalists per job")
+    sweep.add_argument("--rounds", type=_at_least(1), help="replace the file's rounds of the side-by-side comparison")
     sweep.add_argument("--results", metavar="FILE", help="replace the file's results path")
     sweep.add_argument("--records", metavar="DIR", help="replace the file's records directory")
     report = commands.add_parser("report", help="a markdown table (and plots) of a sweep's results file")
@@ -220,6 +233,8 @@ class ProgressBar:
 def _cmd_tune(args, out):
     from explore.optimize import optimize
 
+    if args.resume and not args.log:
+        raise FlexschedError("--resume needs a record file to continue from (--log FILE)")
     task = task_from_command_line(args.op, args.args)
     target = f"{args.target}:{args.device}" if args.device else args.target
     progress = ProgressBar(args.trials, sys.stderr) if _informing() else None
@@ -297,10 +312,11 @@ def _cmd_best(args, out):
     import os
     from collections import defaultdict
 
-    from explore.records import best_records, load_records, target_label
+    from explore.records import best_records, check_record_file, load_records, target_label
 
     if not os.path.exists(args.file):
         raise FlexschedError(f"no record file '{args.file}'")
+    check_record_file(args.file)
     records = load_records(args.file)
     groups = defaultdict(list)
     for record in records:
@@ -326,8 +342,6 @@ def _cmd_hls(args, out):
     from codegen.hls import emit_hls
     from explore.optimize import optimize
 
-    if args.trials < 1:
-        raise FlexschedError(f"--trials must be at least 1, got {args.trials}")
     task = task_from_command_line(args.op, args.args)
     # The search of `tune --target fpga`: explore's methods with the model as the evaluator.
     result = optimize(task, f"fpga:{args.device}", trials=args.trials, method=args.method, seed=args.seed,
@@ -442,6 +456,48 @@ _COMMANDS = {"ops": _cmd_ops, "analyze": _cmd_analyze, "space": _cmd_space, "tun
              "sweep": _cmd_sweep, "report": _cmd_report}
 
 
+# Options naming a file the command writes (its folder must exist) or a folder it writes in (made if
+# its parent exists): checked before any work, so a bad path costs nothing.
+_FILE_OPTIONS = {"log": "--log", "results": "--results"}
+_FOLDER_OPTIONS = {"output": "-o/--output", "records": "--records"}
+
+
+def _check_paths(args):
+    """FlexschedError naming the option and path of the first output that cannot be written."""
+    import os
+    import tempfile
+
+    def writable_folder(folder):
+        try:
+            with tempfile.TemporaryFile(dir=folder):
+                return ""
+        except OSError as err:
+            return f"cannot write in {folder} ({err.strerror or err})"
+
+    for options, is_file in ((_FILE_OPTIONS, True), (_FOLDER_OPTIONS, False)):
+        for dest, option in options.items():
+            path = getattr(args, dest, None)
+            if not path:
+                continue
+            parent = os.path.dirname(os.path.abspath(path))
+            if is_file and os.path.isdir(path):
+                problem = "is a directory"
+            elif is_file and os.path.exists(path):
+                problem = "" if os.path.isfile(path) else "is not a regular file"
+                try:
+                    open(path, "ab").close()   # appending nothing changes nothing
+                except OSError as err:
+                    problem = problem or f"cannot be written ({err.strerror or err})"
+            elif not is_file and os.path.exists(path):
+                problem = writable_folder(path) if os.path.isdir(path) else "is not a directory"
+            elif not os.path.isdir(parent):
+                problem = f"its folder {parent} does not exist"
+            else:
+                problem = writable_folder(parent)
+            if problem:
+                raise FlexschedError(f"{option} {path}: {problem}")
+
+
 def _show_warning(message, category, filename, lineno, file=None, line=None):
     """A warning as one line of stderr (a skipped record says which file and line, not which source line)."""
     sys.stderr.write(f"flexsched: warning: {message}\n")
@@ -500,6 +556,7 @@ def main(argv=None, out=None):
         return done.code if isinstance(done.code, int) else EXIT_USAGE
     logging_started = _start_logging(args)
     try:
+        _check_paths(args)
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
             _COMMANDS[args.command](args, out)

@@ -62,13 +62,23 @@ def test_optimize_returns_a_checked_kernel_and_its_history(monkeypatch):
     check_kernel(task, result.kernel)
 
 
-def test_a_reference_that_cannot_fit_stops_the_search_before_any_candidate(tmp_path):
+def test_a_task_too_large_to_check_stops_before_the_search_writes_anything(tmp_path):
     log = tmp_path / "big.jsonl"
     with pytest.raises(ExplorationError) as caught:
         flexsched.optimize(("GMM", 30000, 30000, 30000), trials=5, log=str(log), evaluator_options=FAST)
     message = str(caught.value)
-    assert message.startswith("the reference outputs of GMM(30000, 30000, 30000) (seed 0) could not be computed: "
-                              "MemoryError")
+    assert message.startswith("GMM(30000, 30000, 30000) needs about 16.8 GiB to measure") and "\n" not in message
+    assert "GiB are available" in message and "capped at 4 GiB" in message
+    assert not log.exists()
+
+
+def test_a_reference_that_cannot_be_computed_stops_the_search_before_any_candidate(tmp_path):
+    log = tmp_path / "slow.jsonl"
+    with pytest.raises(ExplorationError) as caught:
+        flexsched.optimize(("GMM", 512, 512, 512), trials=5, log=str(log),
+                           evaluator_options={**FAST, "reference_timeout_s": 1e-3})
+    message = str(caught.value)
+    assert message.startswith("the reference outputs of GMM(512, 512, 512) (seed 0) did not finish within 0.001 s")
     assert message.endswith("so no candidate can be checked") and "\n" not in message
     assert load_records(log) == []
 
