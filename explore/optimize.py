@@ -59,11 +59,9 @@ class TuneResult:
 
 
 def _task_of(task):
-    if isinstance(task, (tuple, list)):
-        from flexsched.registry import get_task
+    from flexsched.registry import as_task
 
-        return get_task(*task)
-    return task
+    return as_task(task)
 
 
 def resumed_history(path, task, target, space, judged_by=None):
@@ -121,7 +119,7 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
              evaluator_options=None, space=None, finalists=0, **method_options):
     """Search the schedule space of `task` on `target`; a TuneResult with the best point found.
 
-    task: a Task, or (name, *args). method: "q" (Q-network directions), "p" (every direction)
+    task: a Task, (name, *args) of a registered task, or the output tensor(s) of a computation. method: "q" (Q-network directions), "p" (every direction)
     or "random". log: a JSON-lines record file; resume: continue from it. evaluator: any
     explore.evaluator.Evaluator, or the name of one for the target ("measure", "model"; default:
     the target kind's, closed afterwards). progress: called

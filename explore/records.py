@@ -127,8 +127,11 @@ def point_in(space, config):
 
 
 def same_task(task_ref, task):
-    """Whether a (checked) task reference names this task: the same name and arguments."""
-    return task_ref["name"] == task.name and list(task_ref["args"]) == list(task.args)
+    """Whether a (checked) task reference names this task: the same name and arguments, and the same
+    computation where the record says which (records written before fingerprints match by name)."""
+    fingerprint = task_ref.get("fingerprint")
+    return (task_ref["name"] == task.name and list(task_ref["args"]) == list(task.args)
+            and (fingerprint is None or fingerprint == task.fingerprint))
 
 
 def record_line(task, target, entry, method, seed, space, judged_by="measured"):
