@@ -48,11 +48,17 @@ class TuneResult:
     space: Any = None         # the Space searched
     finalists: tuple = ()     # the re-timed finalists (explore.finalists.Finalist), fastest first; () if none
 
+    @property
+    def gbps(self):
+        """The task's compulsory bytes (inputs read and outputs written once) per second, in GB/s."""
+        return self.history.bytes_moved / self.seconds / 1e9 if self.seconds > 0 else 0.0
+
     def summary(self):
         """A JSON-ready summary (the CLI's --json line)."""
         return {"task": str(self.task), "target": self.target.name, "method": self.method,
                 "trials": self.trials, "evaluated": self.evaluated, "ok": self.history.num_ok,
                 "stop_reason": self.stop_reason, "best_seconds": self.seconds, "best_gflops": self.gflops,
+                "best_gbps": self.gbps, "flops": self.history.flops, "bytes": self.history.bytes_moved,
                 "config": self.config.to_dict(), "elapsed": self.history.entries[-1].elapsed,
                 "space": self.space.name if self.space is not None else None,
                 "finalists": len(self.finalists)}
@@ -142,7 +148,7 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     if own_evaluator:
         evaluator = evaluator_for(target, evaluator, **(evaluator_options or {}))
     judged_by = getattr(evaluator, "judged_by", "measured")
-    history, report = History(space.info.flops), None
+    history, report = History(space.info.flops, space.info.compulsory_bytes), None
     if resume:
         history, report = resume_history(log, task, target, space, judged_by)
     shared = None

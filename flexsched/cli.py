@@ -198,7 +198,8 @@ class ProgressBar:
         filled = min(self.WIDTH, self.WIDTH * done // self.total)
         elapsed = int(time.monotonic() - self.started)
         text = (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {done}/{self.total} trials  "
-                f"best {history.best_gflops:.2f} GFLOPS  {elapsed // 60}:{elapsed % 60:02d}")
+                f"best {history.best_gflops:.2f} GFLOPS {history.best_gbps:.2f} GB/s  "
+                f"{elapsed // 60}:{elapsed % 60:02d}")
         self.stream.write(("\r" + text) if self.redraw else text + "\n")
         self.stream.flush()
 
@@ -226,6 +227,9 @@ def _cmd_tune(args, out):
               f"method {result.method}: "
               f"best {result.gflops:.2f} GFLOPS ({result.seconds * 1e3:.4g} ms per run"
               f"{', predicted by the static GPU model' if modelled else ''})\n")
+    if result.target.kind in ("cpu", "gpu"):
+        out.write(roofline_line(result, modelled) + "\n")
+        summary.update(roofline_summary(result))
     reused = f", {result.reused} reused from a run sharing the log" if result.reused else ""
     out.write(f"{result.trials} trials ({result.evaluated} evaluated now{reused}, {summary['ok']} ok), "
               f"stopped by {result.stop_reason}, {summary['elapsed']:.1f} s\n")
@@ -248,6 +252,31 @@ def _cmd_tune(args, out):
         out.write(f"records: {args.log} (rebuild the best with explore.optimize.build_best)\n")
     if args.json:
         out.write(json.dumps(summary) + "\n")
+
+
+def roofline_line(result, modelled):
+    """'roofline: X GFLOPS, Y GB/s: memory-bound, Z% of the memory roof (...)' for a CPU or GPU result."""
+    from codegen.roof import describe, roof_for
+
+    what = "predicted" if modelled else "measured"
+    return f"roofline ({what}): " + describe(result.gflops, result.gbps, result.history.flops,
+                                                 result.history.bytes_moved, roof_for(result.target, _roof_file()))
+
+
+def _roof_file():
+    """Where the best roofs measured on this machine are kept: the user's cache directory."""
+    import os
+
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "flexsched", "roofs.json")
+
+
+def roofline_summary(result):
+    """The roof fields of the --json summary: which roof binds and the peaks it was judged by."""
+    from codegen.roof import roof_for
+
+    roof = roof_for(result.target, _roof_file())
+    return {"bound": roof.bound(result.history.flops, result.history.bytes_moved), "roof": roof.to_dict()}
 
 
 def _cmd_templates(args, out):
