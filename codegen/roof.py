@@ -36,6 +36,7 @@ class Roof:
     peak_gflops: float
     peak_gbps: float
     source: str
+    cache_bytes: int = 0   # the last-level cache: data that fit there can beat the DRAM roof
 
     @property
     def ridge(self):
@@ -55,7 +56,8 @@ class Roof:
         return min(self.peak_gflops, flops / bytes_moved * self.peak_gbps)
 
     def to_dict(self):
-        return {"peak_gflops": self.peak_gflops, "peak_gbps": self.peak_gbps, "source": self.source}
+        return {"peak_gflops": self.peak_gflops, "peak_gbps": self.peak_gbps, "source": self.source,
+                "cache_bytes": self.cache_bytes}
 
 
 def roof_for(target="llvm", keep_in=None):
@@ -67,7 +69,7 @@ def roof_for(target="llvm", keep_in=None):
         from flexsched.target import gpu_device
 
         device = gpu_device(target)
-        return Roof(device.peak_gflops, device.memory_gbps, f"{device.part} datasheet")
+        return Roof(device.peak_gflops, device.memory_gbps, f"{device.part} datasheet", device.l2_bytes)
     if target.kind == "cpu":
         measured = measured_cpu_roof(target.cores, target.vector_lanes)
         return _best_kept(measured, keep_in, _cpu_key(target)) if keep_in else measured
@@ -91,7 +93,7 @@ def _best_kept(measured, path, key):
     previous = kept.get(key) if isinstance(kept.get(key), dict) else {}
     best = Roof(max(measured.peak_gflops, float(previous.get("peak_gflops", 0))),
                 max(measured.peak_gbps, float(previous.get("peak_gbps", 0))),
-                measured.source.replace("measured on", "best measured on", 1))
+                measured.source.replace("measured on", "best measured on", 1), measured.cache_bytes)
     if best.to_dict() != previous:
         kept[key] = best.to_dict()
         try:
@@ -111,7 +113,23 @@ def measured_cpu_roof(cores, lanes):
     gflops = _fma_gflops(cores, lanes)
     gbps = _copy_gbps(cores)
     return Roof(gflops, gbps, f"measured on this CPU: {FMA_CHAINS} FMA chains of {lanes} float32 lanes and "
-                              f"array copies, on {cores} thread(s)")
+                              f"array copies, on {cores} thread(s)", last_level_cache_bytes())
+
+
+def last_level_cache_bytes():
+    """The largest cache of CPU 0, from Linux's sysfs (0 where it does not say)."""
+    sizes = []
+    for index in range(8):
+        try:
+            with open(f"/sys/devices/system/cpu/cpu0/cache/index{index}/size") as size_file:
+                text = size_file.read().strip()
+        except OSError:
+            break
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+        digits = text.rstrip("KMG")
+        if digits.isdigit():
+            sizes.append(int(digits) * scale)
+    return max(sizes, default=0)
 
 
 def _fma_gflops(cores, lanes):
@@ -207,4 +225,8 @@ def describe(gflops, gbps, flops, bytes_moved, roof):
     attainable = roof.attainable_gflops(flops, bytes_moved)
     share = gflops / attainable if attainable > 0 else 0.0
     peak = f"{roof.peak_gbps:.0f} GB/s" if which == "memory" else f"{roof.peak_gflops:.0f} GFLOPS"
-    return f"{text}: {which}-bound, {share:.0%} of the {which} roof ({peak}, {roof.source})"
+    text = f"{text}: {which}-bound, {share:.0%} of the {which} roof ({peak}, {roof.source})"
+    if which == "memory" and 0 < bytes_moved <= roof.cache_bytes:
+        text += (f"; its {bytes_moved / 2**20:.3g} MiB fit in the {roof.cache_bytes / 2**20:.0f} MiB last-level "
+                 "cache, so it can pass the memory roof")
+    return text

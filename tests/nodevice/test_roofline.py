@@ -49,3 +49,9 @@ def test_a_gpu_roof_is_its_datasheet():
     roof = roof_for("cuda")
     assert roof.peak_gbps == 3350 and roof.peak_gflops > 60000 and "datasheet" in roof.source
     assert roof_for("fpga") is None
+
+
+def test_a_working_set_that_fits_in_cache_is_said_to_be_able_to_pass_the_memory_roof():
+    cached = Roof(100.0, 20.0, "test figures", cache_bytes=2**20)
+    assert "fit in the 1 MiB last-level cache" in describe(1.0, 30.0, 1e5, 2**19, cached)
+    assert "last-level cache" not in describe(1.0, 30.0, 1e9, 2**30, cached)
