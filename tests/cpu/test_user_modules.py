@@ -47,13 +47,18 @@ def flexsched(*argv, cwd, env=None):
                           cwd=cwd, env=environ, timeout=120)
 
 
-def test_ops_and_analyze_see_a_module_given_as_a_file(user_module, tmp_path):
+def test_ops_analyze_space_and_hls_see_a_module_given_as_a_file(user_module, tmp_path):
     listed = flexsched("-m", user_module, "ops", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert "MYOP  n m\n" in listed.stdout and "Row sums of a doubled matrix." in listed.stdout
     analysed = flexsched("analyze", "MYOP", "8", "8", "-m", user_module, "--json", cwd=tmp_path)
     assert analysed.returncode == 0, analysed.stderr
     assert json.loads(analysed.stdout)["task"] == "MYOP(8, 8)"
+    space = flexsched("space", "MYOP", "8", "8", "--target", "cuda", "-m", user_module, cwd=tmp_path)
+    assert space.returncode == 0 and space.stdout.startswith("MYOP(8, 8) on cuda"), space.stderr
+    hls = flexsched("-m", user_module, "hls", "MYOP", "8", "8", "--trials", "5", "--method", "random",
+                    "-o", tmp_path / "design", cwd=tmp_path)
+    assert hls.returncode == 0 and "wrote " in hls.stdout, hls.stderr
 
 
 def test_tune_logs_and_best_lists_a_user_operator_and_its_records_rebuild(user_module, tmp_path):
