@@ -6,16 +6,11 @@ from .expr import Expr, IterVar
 from .functions import (abs, all_of, any_of, cast, const, exp, if_then_else, log, max, min, select,
                         sqrt, sum, tanh)
 from .tensor import Tensor, compute, placeholder, reduce_axis
+from .registry import Task, get_task, list_tasks, register_task
+from .target import get_target
+from .api import build, build_best, optimize  # light: each imports the heavy layers when called
 
 __version__ = "0.1.0"
-
-
-def optimize(task, target="llvm", trials=100, method="q", log=None, **options):
-    """Tune `task` (a Task or (name, *args)) on `target`: a TuneResult with the best config, its
-    seconds and GFLOPS, a built kernel (CPU) and the history. See explore.optimize.optimize."""
-    from explore.optimize import optimize as run  # torch and the back ends load only when tuning
-
-    return run(task, target, trials=trials, method=method, log=log, **options)
 
 
 __all__ = [
@@ -24,5 +19,6 @@ __all__ = [
     "placeholder", "compute", "reduce_axis",
     "sum", "max", "min", "select", "if_then_else", "exp", "log", "sqrt", "abs", "tanh",
     "const", "cast", "all_of", "any_of",
-    "evaluate", "optimize",
+    "evaluate", "Task", "register_task", "get_task", "list_tasks", "get_target",
+    "optimize", "build", "build_best",
 ]

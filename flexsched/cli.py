@@ -99,7 +99,17 @@ def _build_parser():
     report.add_argument("results", metavar="RESULTS", help="the results file a sweep wrote")
     report.add_argument("-o", "--output", metavar="DIR", help="write DIR/report.md and PNG plots there "
                                                               "(default: the table on stdout)")
+    _add_module_options(parser, commands)
     return parser
+
+
+def _add_module_options(parser, commands):
+    """-m/--module before or after the subcommand: modules (names or .py files) defining a user's operators."""
+    text = "load a module or .py file that registers operators (repeatable; also FLEXSCHED_MODULES)"
+    parser.add_argument("-m", "--module", dest="modules", action="append", default=[], metavar="MODULE", help=text)
+    for command in commands.choices.values():  # a separate dest: a subcommand's default would hide the global one
+        command.add_argument("-m", "--module", dest="command_modules", action="append", default=[],
+                             metavar="MODULE", help=text)
 
 
 def parse_task_args(definition, raw):
@@ -472,6 +482,9 @@ def main(argv=None, out=None):
     try:
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
+            from .user_modules import load_user_modules
+
+            load_user_modules([*args.modules, *args.command_modules])
             _COMMANDS[args.command](args, out)
     except FlexschedError as err:
         sys.stderr.write(f"flexsched: error: {err}\n")

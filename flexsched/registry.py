@@ -242,7 +242,8 @@ def task_definition(name):
     matches = [key for key in _REGISTRY if key.lower() == str(name).lower()]
     if len(matches) == 1:
         return _REGISTRY[matches[0]]
-    raise RegistryError(f"unknown task '{name}'; registered: {', '.join(sorted(_REGISTRY))}")
+    raise RegistryError(f"unknown task '{name}'; registered: {', '.join(sorted(_REGISTRY))} (an operator of your "
+                        "own: load its module with --module/-m or FLEXSCHED_MODULES, or import it first)")
 
 
 def get_task(name, *args, **kwargs):
@@ -271,7 +272,7 @@ def registered_task(ref):
     if ref["name"] not in _REGISTRY:
         module = f" (defined in module '{ref['module']}')" if ref.get("module") else ""
         raise RegistryError(f"task '{ref['name']}'{module} is not registered in this process; import the module "
-                            "that defines it first, or pass the task")
+                            "that defines it first (on the command line: --module/-m), or pass the task")
     return get_task(ref["name"], *ref["args"])
 
 
