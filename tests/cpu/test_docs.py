@@ -73,8 +73,8 @@ def _runs(block, slow):
 
 
 def _workspace(tmp_path):
-    """A fresh folder that sees the repository's experiments/ and .venv/ as the README's commands do."""
-    for name in ("experiments", ".venv"):
+    """A fresh folder that sees the repository's experiments/, docs/ and .venv/ as the README's commands do."""
+    for name in ("experiments", ".venv", "docs"):
         if (ROOT / name).exists():
             (tmp_path / name).symlink_to(ROOT / name)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
