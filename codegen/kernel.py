@@ -29,6 +29,8 @@ class Kernel:
         self.compiled = compiled
         self.target = target
         self.backend = backend
+        self.origin = ""      # where the schedule came from, for people (flexsched.build says)
+        self.record = None    # the tuning record whose schedule this is, where one was applied
         # Intermediate stages at root, allocated on a thread's first call: one set per thread, since
         # calls from several threads run at once (the back ends release the GIL).
         self._local = threading.local()

@@ -12,8 +12,9 @@ __version__ = "0.1.0"
 
 def optimize(task, target="llvm", trials=100, method="q", log=None, **options):
     """Tune `task` (a Task or (name, *args)) on `target`: a TuneResult with the best config, its
-    seconds and GFLOPS, a built kernel (CPU) and the history. See explore.optimize.optimize."""
-    from explore.optimize import optimize as run  # torch and the back ends load only when tuning
+    seconds and GFLOPS, a built kernel (CPU) and the history; the best record joins the tuning
+    database (database=None: the user's, a path, False: none). See explore.optimize.optimize."""
+    from .tuned import optimize as run  # torch and the back ends load only when tuning
 
     return run(task, target, trials=trials, method=method, log=log, **options)
 
@@ -26,3 +27,21 @@ __all__ = [
     "const", "cast", "all_of", "any_of",
     "evaluate", "optimize",
 ]
+
+
+def build(task, target="llvm", schedule=None, database=None):
+    """A kernel of `task` under `schedule`, else under the tuning database's best schedule for this
+    workload on this target, else the naive one; kernel.origin says which. See flexsched.tuned.build."""
+    from .tuned import build as build_tuned
+
+    return build_tuned(task, target, schedule, database)
+
+
+def open_database(path=None):
+    """The tuning database (None: $FLEXSCHED_DB or the user's cache). See flexsched.database."""
+    from .database import open_database as open_
+
+    return open_(path)
+
+
+__all__ += ["build", "open_database"]
