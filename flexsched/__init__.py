@@ -44,4 +44,20 @@ def open_database(path=None):
     return open_(path)
 
 
-__all__ += ["build", "open_database"]
+def jit(func=None, **options):
+    """Decorator: tune a function that builds a computation from its arguments' shapes, once per
+    shape, remembered in the tuning database. See flexsched.autotuner.jit."""
+    from .autotuner import jit as jit_
+
+    return jit_(func, **options)
+
+
+def torch_op(kernel_or_task, name=None, target="llvm", database=None):
+    """A kernel as the PyTorch operator flexsched::<name> (eager, nn.Module, torch.compile). See
+    flexsched.torch_ops.torch_op."""
+    from .torch_ops import torch_op as make
+
+    return make(kernel_or_task, name, target, database)
+
+
+__all__ += ["build", "open_database", "jit", "torch_op"]
