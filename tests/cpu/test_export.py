@@ -1,11 +1,14 @@
-"""The exported shared library keeps the tuned kernel's parallelism: a parallel segment runs on
-OpenMP threads, with the right answer whatever OMP_NUM_THREADS says."""
+"""The exported shared library keeps the tuned kernel's parallelism: a parallel segment runs on the
+library's thread pool, with the right answer whatever OMP_NUM_THREADS says, and from several
+threads at once."""
 
+import ctypes
 import json
 import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -18,8 +21,8 @@ from space import Config, generate
 
 pytestmark = pytest.mark.cpu
 
-# Calls the library through ctypes in a fresh process (OpenMP reads OMP_NUM_THREADS once, when it
-# loads) and says how many threads the process gained during the call.
+# Calls the library through ctypes in a fresh process (the pool reads OMP_NUM_THREADS once, when it
+# starts) and says how many threads the process gained during the call.
 CALLER = textwrap.dedent("""
     import ctypes, json, sys
     import numpy as np
@@ -62,29 +65,54 @@ def call_library(tmp_path, library, name, task, inputs, threads):
     return np.load(out_path), report
 
 
-def test_exported_library_runs_parallel_segments_on_openmp_threads(tmp_path):
+def test_exported_library_runs_parallel_segments_on_a_thread_pool(tmp_path):
     task, kernel = parallel_conv_kernel()
     parallel = [symbol for symbol, extent in kernel.compiled.segments if extent and extent > 1]
     assert parallel, "expected a parallel segment"
     source = wrapper_text(kernel, "conv")
-    assert "#pragma omp parallel for schedule(dynamic" in source
-    assert f"run_parallel(conv_{parallel[0]}," in source
+    assert f"run_parallel(conv_{parallel[0]}," in source and "pthread_create" in source
     library, header = kernel.save(tmp_path, "conv")
-    assert "OpenMP" in header.read_text() and "calling thread" not in header.read_text()
+    assert "pool of threads" in header.read_text()
     inputs = task.random_inputs(5)
     (expected,) = task.evaluate(*inputs)
     for threads in (1, 2):
         out, report = call_library(tmp_path, library, "conv", task, inputs, threads)
         assert report["status"] == 0
         np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
-        assert report["gained"] == threads - 1  # OpenMP's team: the caller and threads - 1 more
+        assert report["gained"] == threads - 1  # the pool: the caller and threads - 1 helpers
+
+
+def test_exported_library_called_from_several_threads_at_once(tmp_path):
+    task, kernel = parallel_conv_kernel()
+    library, _ = kernel.save(tmp_path, "conv_threads")
+    function = ctypes.CDLL(str(library)).conv_threads
+    cases = []
+    for seed in range(4):
+        inputs = task.random_inputs(seed)
+        cases.append((inputs, task.evaluate(*inputs)[0]))
+    wrong = []
+
+    def calls(index):
+        inputs, expected = cases[index]
+        for call in range(60):
+            out = np.zeros(task.outputs[0].shape, dtype="float32")
+            status = function(*(array.ctypes.data_as(ctypes.c_void_p) for array in (*inputs, out)))
+            if status != 0 or not np.allclose(out, expected, rtol=1e-4, atol=1e-4):
+                wrong.append((index, call))
+
+    threads = [threading.Thread(target=calls, args=(index,)) for index in range(len(cases))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not wrong
 
 
 def test_serial_kernel_exports_without_a_parallel_region(tmp_path):
     task = get_task("GMM", 8, 8, 8)
     kernel = build(task)  # the naive nest: no parallel loop
     assert not any(extent for _, extent in kernel.compiled.segments)
-    assert "omp parallel" not in wrapper_text(kernel, "gmm")
+    assert "run_parallel" not in wrapper_text(kernel, "gmm") and "pthread" not in wrapper_text(kernel, "gmm")
     library, _ = kernel.save(tmp_path, "gmm")
     inputs = task.random_inputs(1)
     out, report = call_library(tmp_path, library, "gmm", task, inputs, 2)
