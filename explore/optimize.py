@@ -47,6 +47,8 @@ class TuneResult:
     resumed_from: Any = None  # the ResumeReport of a resumed run
     space: Any = None         # the Space searched
     finalists: tuple = ()     # the re-timed finalists (explore.finalists.Finalist), fastest first; () if none
+    seed: int = 0
+    judged_by: str = "measured"   # how the evaluator judged points ("measured" or "modelled")
 
     @property
     def gbps(self):
@@ -62,6 +64,13 @@ class TuneResult:
                 "config": self.config.to_dict(), "elapsed": self.history.entries[-1].elapsed,
                 "space": self.space.name if self.space is not None else None,
                 "finalists": len(self.finalists)}
+
+    def best_record(self):
+        """The record line of the chosen best point, with the run's trial count: what a tuning
+        database keeps of this run."""
+        entry = self.history.entry_for_key(self.schedule.to_json()) or self.history.best
+        line = record_line(self.task, self.target, entry, self.method, self.seed, self.space, self.judged_by)
+        return {**line, "trials": self.trials}
 
 
 def _task_of(task):
@@ -190,4 +199,4 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     return TuneResult(task, target, method, space.config(best.point), schedule, seconds,
                       space.info.flops / seconds / 1e9 if retimed else best.gflops,
                       kernel, history, len(history), len(history) - outcome.resumed - outcome.reused,
-                      outcome.stop_reason, outcome.reused, report, space, retimed)
+                      outcome.stop_reason, outcome.reused, report, space, retimed, seed, judged_by)

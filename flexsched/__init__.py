@@ -13,6 +13,29 @@ from .api import build, build_best, optimize  # light: each imports the heavy la
 __version__ = "0.1.0"
 
 
+def open_database(path=None):
+    """The tuning database (None: $FLEXSCHED_DB or the user's cache). See flexsched.database."""
+    from .database import open_database as open_
+
+    return open_(path)
+
+
+def jit(func=None, **options):
+    """Decorator: tune a function that builds a computation from its arguments' shapes, once per
+    shape, remembered in the tuning database. See flexsched.autotuner.jit."""
+    from .autotuner import jit as jit_
+
+    return jit_(func, **options)
+
+
+def torch_op(kernel_or_task, name=None, target="llvm", database=None):
+    """A kernel as the PyTorch operator flexsched::<name> (eager, nn.Module, torch.compile). See
+    flexsched.torch_ops.torch_op."""
+    from .torch_ops import torch_op as make
+
+    return make(kernel_or_task, name, target, database)
+
+
 __all__ = [
     "DefinitionError", "EvaluationError", "FlexschedError", "RegistryError",
     "Expr", "IterVar", "Tensor",
@@ -20,5 +43,5 @@ __all__ = [
     "sum", "max", "min", "select", "if_then_else", "exp", "log", "sqrt", "abs", "tanh",
     "const", "cast", "all_of", "any_of",
     "evaluate", "Task", "register_task", "get_task", "list_tasks", "get_target",
-    "optimize", "build", "build_best",
+    "optimize", "build", "build_best", "open_database", "jit", "torch_op",
 ]

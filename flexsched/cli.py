@@ -8,6 +8,7 @@ import sys
 import time
 import warnings
 
+from . import cli_database
 from .errors import FlexschedError
 
 EXIT_USAGE = 2
@@ -65,6 +66,7 @@ def _build_parser():
                            "side; report the fastest (default 0: the search's own best, no extra builds)")
     tune.add_argument("--seed", type=int, default=0)
     tune.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
+    cli_database.add_tune_options(tune)
     templates = commands.add_parser("templates", help="the hand-written schedule templates, per operator")
     templates.add_argument("op", metavar="OP", nargs="?", help="only this operator's")
     templates.add_argument("args", metavar="ARG", nargs="*",
@@ -99,7 +101,8 @@ def _build_parser():
     report.add_argument("results", metavar="RESULTS", help="the results file a sweep wrote")
     report.add_argument("-o", "--output", metavar="DIR", help="write DIR/report.md and PNG plots there "
                                                               "(default: the table on stdout)")
-    _add_module_options(parser, commands)
+    cli_database.add_commands(commands)
+    _add_module_options(parser, commands)   # last: every subcommand, the database's too, takes -m
     return parser
 
 
@@ -260,6 +263,7 @@ def _cmd_tune(args, out):
         summary.update({"predicted": True, "bound": details.get("bound")})
     if args.log:
         out.write(f"records: {args.log} (rebuild the best with explore.optimize.build_best)\n")
+    cli_database.remember_tuned(result, args, out)
     if args.json:
         out.write(json.dumps(summary) + "\n")
 
@@ -467,7 +471,7 @@ def _cmd_report(args, out):
 
 _COMMANDS = {"ops": _cmd_ops, "analyze": _cmd_analyze, "space": _cmd_space, "tune": _cmd_tune, "best": _cmd_best,
              "hls": _cmd_hls, "templates": _cmd_templates,
-             "sweep": _cmd_sweep, "report": _cmd_report}
+             "sweep": _cmd_sweep, "report": _cmd_report, **cli_database.COMMANDS}
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None):

@@ -19,6 +19,6 @@ def test_build_accepts_every_form_of_a_task():
     split = Schedule((Split("O", "i", (2, 4)),))
     for task in (("GMM", 8, 6, 4), fs.get_task("GMM", 8, 6, 4), O, [A, B, O]):
         for schedule in (None, split, split.to_json()):
-            kernel = fs.build(task, schedule)
+            kernel = fs.build(task, schedule=schedule)
             np.testing.assert_allclose(kernel.run(a, b)[0], a @ b, rtol=1e-5, atol=1e-5)
     assert isinstance(kernel.task, fs.Task) and kernel.schedule == split
