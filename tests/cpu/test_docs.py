@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -73,13 +74,15 @@ def _runs(block, slow):
 
 
 def _workspace(tmp_path):
-    """A fresh folder that sees the repository's experiments/, docs/ and .venv/ as the README's commands do."""
-    for name in ("experiments", ".venv", "docs"):
+    """A fresh folder laid out as the repository is for the pages' commands: a copy of experiments/
+    (so what they write stays here), and docs/ and .venv/ as they are."""
+    shutil.copytree(ROOT / "experiments", tmp_path / "experiments", ignore=shutil.ignore_patterns("results"))
+    (tmp_path / "experiments" / "results").mkdir()
+    for name in (".venv", "docs"):
         if (ROOT / name).exists():
             (tmp_path / name).symlink_to(ROOT / name)
-    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
-               PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
-    return env
+    return dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}",
+                PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
 
 
 def _run_page(page, tmp_path, slow):
