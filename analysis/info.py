@@ -7,6 +7,8 @@ from dataclasses import asdict, dataclass
 
 import networkx as nx
 
+_ITEM_BYTES = {"float16": 2, "float32": 4, "float64": 8, "int8": 1, "int16": 2, "int32": 4, "int64": 8, "bool": 1}
+
 
 @dataclass(frozen=True)
 class Loop:
@@ -45,6 +47,10 @@ class TensorInfo:
     shape: tuple
     dtype: str
     role: str  # "input", "intermediate" or "output"
+
+    @property
+    def bytes(self):
+        return math.prod(self.shape) * _ITEM_BYTES.get(self.dtype, 4)
 
 
 @dataclass(frozen=True)
@@ -115,6 +121,12 @@ class AnalysisInfo:
     def flops(self):
         return sum(node.flops for node in self.nodes)
 
+    @property
+    def compulsory_bytes(self):
+        """Every input read once and every output written once: the least memory traffic any
+        schedule can have, which GB/s figures divide by time."""
+        return sum(t.bytes for t in self.tensors if t.role in ("input", "output"))
+
     def node(self, name):
         for node in self.nodes:
             if node.name == name:
@@ -160,4 +172,5 @@ class AnalysisInfo:
             "num_reduce": self.num_reduce,
             "num_nodes": self.num_nodes,
             "flops": self.flops,
+            "compulsory_bytes": self.compulsory_bytes,
         }

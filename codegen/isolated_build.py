@@ -20,6 +20,7 @@ from .kernel import Kernel, lower_for
 from .worker import Worker, WorkerFailure
 
 DEFAULT_BUILD_TIMEOUT_S = 300.0
+DEFAULT_COMPILER = "codegen.isolated_build:compile_in_worker"
 
 
 class BuildError(FlexschedError, RuntimeError):
@@ -27,9 +28,11 @@ class BuildError(FlexschedError, RuntimeError):
 
 
 def build_isolated(task, schedule=None, target="llvm", name=None, timeout_s=DEFAULT_BUILD_TIMEOUT_S,
-                   memory_limit_bytes=None):
+                   memory_limit_bytes=None, compiler=DEFAULT_COMPILER):
     """codegen.kernel.build's Kernel, compiled in a fresh worker that is stopped afterwards
-    (memory_limit_bytes None: codegen.worker's default cap, 16 GiB, for CPU and GPU builds alike)."""
+    (memory_limit_bytes None: codegen.worker's default cap, 16 GiB, for CPU and GPU builds alike).
+    The worker gets the Task itself, so it builds a computation no registry there knows; compiler
+    is the worker's 'module:function' (compile_in_worker; tests pass ones that misbehave)."""
     target = get_target(target)
     if schedule is None:
         schedule = Schedule()
@@ -41,19 +44,16 @@ def build_isolated(task, schedule=None, target="llvm", name=None, timeout_s=DEFA
     with Worker(memory_limit_bytes, kinds=(target.kind,) if target.kind == "cpu" else (),
                 name="flexsched-build") as worker:
         try:
-            lowered, artifact = worker.call("codegen.isolated_build:compile_in_worker",
-                                            (task.ref(), schedule.to_json(), target.to_dict(), name), timeout_s)
+            lowered, artifact = worker.call(compiler, (task, schedule.to_json(), target.to_dict(), name), timeout_s)
         except WorkerFailure as failure:
             raise BuildError(_failure_text(task, target, failure, timeout_s, worker.memory_limit_bytes)) from None
     return Kernel(task, schedule, lowered, backend.load_artifact(artifact, target), target, backend)
 
 
-def compile_in_worker(task_ref, schedule_json, target_dict, name):
+def compile_in_worker(task, schedule_json, target_dict, name):
     """(Lowered, the back end's artifact) of a task under a schedule: the worker's half of a build."""
-    from flexsched.registry import task_from_ref
-
     target = Target.from_dict(target_dict)
-    _, lowered = lower_for(task_from_ref(task_ref), schedule_json, target, name)
+    _, lowered = lower_for(task, schedule_json, target, name)
     return lowered, backend_for(target).compile_artifact(lowered.func, target)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -28,7 +29,11 @@ class Kernel:
         self.compiled = compiled
         self.target = target
         self.backend = backend
-        self._workspaces = None   # intermediate stages at root, allocated on the first call
+        self.origin = ""      # where the schedule came from, for people (flexsched.build says)
+        self.record = None    # the tuning record whose schedule this is, where one was applied
+        # Intermediate stages at root, allocated on a thread's first call: one set per thread, since
+        # calls from several threads run at once (the back ends release the GIL).
+        self._local = threading.local()
 
     @property
     def params(self):
@@ -40,9 +45,11 @@ class Kernel:
         if len(arrays) != len(self.params):
             names = ", ".join(b.name for b in self.params)
             raise ValueError(f"kernel takes {len(self.params)} arrays ({names}), got {len(arrays)}")
-        if self._workspaces is None:
-            self._workspaces = [self.backend.empty(b.shape, b.dtype) for b in self.lowered.workspaces]
-        self.compiled(*arrays, *self._workspaces)
+        workspaces = getattr(self._local, "workspaces", None)
+        if workspaces is None:
+            workspaces = self._local.workspaces = [self.backend.empty(b.shape, b.dtype)
+                                                   for b in self.lowered.workspaces]
+        self.compiled(*arrays, *workspaces)
 
     def arguments(self, inputs):
         """The inputs copied to the kernel's memory, followed by fresh output arrays there."""

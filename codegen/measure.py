@@ -7,8 +7,9 @@ reported as such; either way the next candidate gets a fresh worker, so one bad 
 stops a sweep. The worker runs under an address-space limit, so a memory blow-up is a
 MemoryError there rather than the machine swapping.
 
-The worker is started with multiprocessing's "spawn" method: a script that creates a
-Measurer at import time needs the usual `if __name__ == "__main__":` guard.
+A candidate carries its computation (the task's tensors, pickled), so the worker needs neither the
+registry nor the module that defined the task: an operator defined in a script, a notebook or
+given as tensors is measured like a library one.
 """
 
 from __future__ import annotations
@@ -18,15 +19,17 @@ import hashlib
 import json
 import math
 import os
+import pickle
 import statistics
 import tempfile
 import time
 from collections import OrderedDict
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 
 import numpy as np
 
 from flexsched.errors import FlexschedError
+from flexsched.registry import Task
 from flexsched.target import Target, get_target
 
 from .worker import Worker, WorkerFailure, describe_exception, load_function, one_line
@@ -45,28 +48,37 @@ REFERENCE_CACHE_SIZE = 4
 
 @dataclass(frozen=True, init=False)
 class MeasureInput:
-    """One candidate: a task (as Task.ref()), a schedule (as JSON) and the target to build it for
-    (as its capabilities' JSON), all picklable and hashable."""
+    """One candidate: a task (its Task.ref() as the identity, and the Task itself pickled), a schedule
+    (as JSON) and the target to build it for (as its capabilities' JSON); picklable and hashable."""
 
     task_ref_json: str
     schedule_json: str
     target_json: str
+    task_pickle: bytes = field(compare=False, repr=False)   # the ref identifies it: equal refs, equal tasks
 
-    def __init__(self, task_ref, schedule_json, target="llvm"):
-        ref = json.loads(task_ref) if isinstance(task_ref, str) else task_ref
-        object.__setattr__(self, "task_ref_json", json.dumps(ref, sort_keys=True))
+    def __init__(self, task, schedule_json=None, target="llvm"):
+        if not isinstance(task, Task):
+            raise TypeError(f"MeasureInput takes the Task itself, got {type(task).__name__} (a ref names no "
+                            "computation the worker could build)")
+        object.__setattr__(self, "task_ref_json", json.dumps(task.ref(), sort_keys=True))
         object.__setattr__(self, "schedule_json", _schedule_text(schedule_json))
         object.__setattr__(self, "target_json", json.dumps(get_target(target).to_dict(), sort_keys=True))
+        object.__setattr__(self, "task_pickle", pickle.dumps(task, protocol=pickle.HIGHEST_PROTOCOL))
 
     @classmethod
     def of(cls, task, schedule=None, target="llvm"):
         """The input measuring this Task under this Schedule (or its JSON; None is the naive nest)."""
-        return cls(task.ref(), schedule, target)
+        return cls(task, schedule, target)
 
     @property
     def task_ref(self):
         """A fresh dict, so callers cannot change the frozen value through it."""
         return json.loads(self.task_ref_json)
+
+    @property
+    def task(self):
+        """The Task, unpickled afresh (it holds only the DSL's values: no user module is imported)."""
+        return pickle.loads(self.task_pickle)
 
     @property
     def target(self):
@@ -212,7 +224,7 @@ class Measurer:
         path = reference_file(settings, measure_input.task_ref_json)
         if path not in self._filed:
             try:
-                self._worker.call(self.reference_writer, (measure_input.task_ref, settings.seed, path),
+                self._worker.call(self.reference_writer, (measure_input, settings.seed, path),
                                   self.reference_timeout_s)
             except WorkerFailure as failure:
                 raise ReferenceFailure(self._reference_failure(measure_input.task_ref, failure)) from None
@@ -257,12 +269,11 @@ _references = OrderedDict()  # reference file, or (task key, seed) -> (inputs, r
 
 def run_candidate(measure_input, settings):
     """Build, check every output against the reference, then time; a result dict (see MeasureResult)."""
-    from flexsched.registry import task_from_ref
     from codegen.kernel import build
 
     started = time.perf_counter()
     try:
-        task = task_from_ref(measure_input.task_ref)
+        task = measure_input.task
         kernel = build(task, measure_input.schedule_json, measure_input.target)
     except Exception as err:  # noqa: BLE001
         return MeasureResult.failure("build_error", describe_exception(err),
@@ -306,12 +317,10 @@ def reference_file(settings, task_ref_json):
     return os.path.join(settings.reference_dir, f"{digest}.npz")
 
 
-def write_reference(task_ref, seed, path):
-    """Evaluate a task's inputs and reference outputs for seed and file them at path (the
-    Measurer runs this in the worker, once per task and seed, under its own time limit)."""
-    from flexsched.registry import task_from_ref
-
-    task = task_from_ref(task_ref)
+def write_reference(measure_input, seed, path):
+    """Evaluate the inputs and reference outputs of a candidate's task for seed and file them at path
+    (the Measurer runs this in the worker, once per task and seed, under its own time limit)."""
+    task = measure_input.task
     inputs, references = evaluate_reference(task, seed)
     partial = f"{path}.partial"   # renamed when complete: a killed writer leaves no half-written file
     with open(partial, "wb") as out:

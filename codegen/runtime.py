@@ -4,6 +4,10 @@ A compiled parallel segment is a native function `seg(begin, end, buffers)`; cty
 the GIL for the length of each call, so chunks on different threads really run at once.
 Threads take chunks from a shared counter, several per thread: on these machines one core
 can run at half speed for seconds, and a static split would wait for it.
+
+Several Python threads may call kernels at once: each call has its own chunks and counter, and
+the calling thread works through them itself, so a call finishes even while every pool thread
+is busy with another's; helpers still queued when its chunks are done are cancelled, not awaited.
 """
 
 from __future__ import annotations
@@ -62,7 +66,8 @@ class ThreadPool:
         futures = [self._executor.submit(work) for _ in range(helpers)]
         work()
         for future in futures:
-            future.result()
+            if not future.cancel():  # started: it may hold a chunk, wait for it
+                future.result()
 
 
 def default_pool():

@@ -8,22 +8,25 @@ signal or exit code; either way the next call starts a fresh worker. The worker 
 address-space limit, so a memory blow-up is a MemoryError there rather than the machine swapping.
 It dies with its parent, even one killed with SIGKILL while a call hangs.
 
-Workers are started with multiprocessing's "spawn" method: a script that starts one at import
-time needs the usual `if __name__ == "__main__":` guard.
+A worker is a fresh interpreter running codegen.worker_process, never a copy of the caller: a
+script without a main guard, a notebook or the REPL can start one, and the caller's __main__ is
+not imported there (arguments and results cross as pickles of our own types).
 """
 
 from __future__ import annotations
 
 import ctypes
 import importlib
-import multiprocessing
 import os
 import resource
 import signal
+import socket
+import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass
+from multiprocessing.connection import Connection
 from multiprocessing.reduction import ForkingPickler
 
 from flexsched.errors import FlexschedError
@@ -33,6 +36,7 @@ DEFAULT_MEMORY_LIMIT_BYTES = 16 * 2**30   # the worker's address space on the CP
 ORPHAN_CHECK_S = 0.5                      # how often a busy worker checks that its parent still lives
 MAX_ERROR_CHARS = 400
 _PR_SET_PDEATHSIG = 1
+_PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # where `codegen` is found
 
 
 class WorkerStartError(FlexschedError, RuntimeError):
@@ -81,11 +85,21 @@ def load_function(path):
 
 @dataclass
 class _Process:
-    """A running worker process and the parent's end of its pipe."""
+    """A running worker process (a subprocess.Popen) and the parent's end of its connection."""
 
-    process: object
-    conn: object
+    process: subprocess.Popen
+    conn: Connection
     next_request: int = 0
+
+    def is_alive(self):
+        return self.process.poll() is None
+
+    def join(self, timeout):
+        """Wait at most timeout seconds for the process to end (and reap it)."""
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 class Worker:
@@ -111,11 +125,12 @@ class Worker:
     def call(self, function_path, args, timeout_s):
         """function(*args) in the worker, waiting at most timeout_s; WorkerFailure if it hangs, kills
         the worker or raises (the worker is replaced after a hang or a death)."""
+        arguments = ForkingPickler.dumps(tuple(args))  # unpicklable arguments are the caller's error, here
         current = self._ensure_started()
         current.next_request += 1
         request = current.next_request
         try:
-            current.conn.send((request, function_path, tuple(args)))
+            current.conn.send((request, function_path, bytes(arguments)))
             kind, payload = self._await_answer(current, request, timeout_s)
         except BaseException:
             self._discard()  # interrupted mid-call: its late answer must not be read
@@ -154,36 +169,41 @@ class Worker:
             remaining = deadline - time.monotonic()
             if current.conn.poll(max(0.0, min(remaining, 1.0))):
                 return "readable"
-            if not current.process.is_alive():
+            if not current.is_alive():
                 return "readable" if current.conn.poll(0) else "dead"
             if remaining <= 0:
                 return "timeout"
 
     def _ensure_started(self):
-        if self._current is None or not self._current.process.is_alive():
+        if self._current is None or not self._current.is_alive():
             self._discard()
             self._current = self._start()
         return self._current
 
     def _start(self):
-        """Spawn a worker and wait until it has imported the code generator and limited its memory."""
-        context = multiprocessing.get_context("spawn")
-        parent_conn, child_conn = context.Pipe()
+        """Start a worker and wait until it has imported the code generator and limited its memory."""
+        parent_end, child_end = socket.socketpair()
+        try:
+            process = subprocess.Popen([sys.executable, "-P", "-m", "codegen.worker_process", str(child_end.fileno())],
+                                       pass_fds=(child_end.fileno(),), stdin=subprocess.DEVNULL, env=_worker_env())
+        except OSError as err:
+            parent_end.close()
+            raise WorkerStartError(f"{self.name} worker could not be started: {err}") from None
+        finally:
+            child_end.close()
+        current = _Process(process, Connection(parent_end.detach()))
         # Linux sends the parent-death signal when the *thread* that started the child ends: only a
         # worker started by the main thread may ask for it, or a short-lived thread would kill it.
         from_main_thread = threading.current_thread() is threading.main_thread()
-        process = context.Process(target=worker_main, name=self.name,
-                                  args=(child_conn, list(sys.path), self.memory_limit_bytes, self.kinds,
-                                        os.getpid(), from_main_thread),
-                                  daemon=True)
-        process.start()
-        child_conn.close()
-        current = _Process(process, parent_conn)
-        if not parent_conn.poll(START_TIMEOUT_S):
+        try:
+            current.conn.send((list(sys.path), self.memory_limit_bytes, self.kinds, os.getpid(), from_main_thread))
+        except OSError:
+            pass   # it died already: the recv below says how
+        if not current.conn.poll(START_TIMEOUT_S):
             self._stop(current)
             raise WorkerStartError(f"{self.name} worker did not start within {START_TIMEOUT_S:.0f} s")
         try:
-            parent_conn.recv()
+            current.conn.recv()
         except (EOFError, OSError):
             reason = self._death_reason(current)
             self._stop(current)
@@ -193,8 +213,8 @@ class Worker:
     @staticmethod
     def _death_reason(current):
         """'worker died with signal SIGSEGV' or 'worker exited with code 3'."""
-        current.process.join(timeout=5.0)
-        code = current.process.exitcode
+        current.join(timeout=5.0)
+        code = current.process.returncode
         if code is None:
             return "worker closed its pipe but is still running"
         if code < 0:
@@ -212,15 +232,15 @@ class Worker:
 
     @staticmethod
     def _stop(current, graceful=False):
-        if graceful and current.process.is_alive():
+        if graceful and current.is_alive():
             try:
                 current.conn.send(None)
-                current.process.join(timeout=2.0)
+                current.join(timeout=2.0)
             except (OSError, ValueError):
                 pass
-        if current.process.is_alive():
+        if current.is_alive():
             current.process.kill()
-        current.process.join(timeout=5.0)
+        current.join(timeout=5.0)
         current.conn.close()
 
     def close(self):
@@ -230,7 +250,24 @@ class Worker:
             self._stop(current, graceful=True)
 
 
+def _worker_env():
+    """The caller's environment, with our package importable by the fresh interpreter before it
+    takes the caller's sys.path (-P keeps the working directory from shadowing it)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [_PACKAGE_ROOT, env.get("PYTHONPATH")]))
+    return env
+
+
 # ---------------------------------------------------------------- the worker
+
+def serve(conn):
+    """The worker process's life (codegen.worker_process): its settings arrive first, then calls."""
+    try:
+        settings = conn.recv()
+    except (EOFError, OSError):  # the parent died before sending them
+        return
+    worker_main(conn, *settings)
+
 
 def worker_main(conn, parent_sys_path, memory_limit_bytes, kinds, parent_pid, death_signal):
     """Worker loop: (request, function path, args) in, (request, ('value' | 'error', payload)) out;
@@ -252,18 +289,19 @@ def worker_main(conn, parent_sys_path, memory_limit_bytes, kinds, parent_pid, de
             return
         if message is None:
             return
-        request, function_path, args = message
-        outcome = _call_safely(function_path, args)
+        request, function_path, arguments = message
+        outcome = _call_safely(function_path, arguments)
         retiring = not _backends_healthy()
         _answer(conn, request, outcome, retiring)
         if retiring:
             return
 
 
-def _call_safely(function_path, args):
-    """('value', result), or ('error', 'Type: message') for anything it raises (MemoryError included)."""
+def _call_safely(function_path, arguments):
+    """('value', result), or ('error', 'Type: message') for anything it raises (MemoryError included),
+    unpickling its arguments too (one naming a module this process cannot import fails only this call)."""
     try:
-        return "value", load_function(function_path)(*args)
+        return "value", load_function(function_path)(*ForkingPickler.loads(arguments))
     except Exception as err:  # noqa: BLE001 - the caller decides what a failure means
         return "error", describe_exception(err)
 

@@ -46,7 +46,8 @@ class Claim:
 def scope_of(task, target, judged_by, space=None):
     """The digest that claim lines carry for a task on a target judged one way, in one space (a short line)."""
     identity = space.identity() if space is not None and space.name != GENERATED else None
-    text = json.dumps([task.name, list(task.args), target.to_dict(), judged_by] + ([identity] if identity else []),
+    text = json.dumps([task.name, list(task.args), task.fingerprint, target.to_dict(), judged_by]
+                      + ([identity] if identity else []),
                       sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 

@@ -46,8 +46,9 @@ class Entry:
 class History:
     """H: evaluated points in order, looked up by point or schedule; E* and the start picker."""
 
-    def __init__(self, flops):
+    def __init__(self, flops, bytes_moved=0):
         self.flops = float(flops)
+        self.bytes_moved = float(bytes_moved)   # the task's compulsory traffic, for GB/s
         self.entries: list[Entry] = []
         self._by_key: dict[str, Entry] = {}
         self._visited: dict[tuple, Entry] = {}  # every point known to map to an evaluated schedule
@@ -99,6 +100,11 @@ class History:
     @property
     def best_gflops(self):
         return self._best.gflops if self._best else 0.0
+
+    @property
+    def best_gbps(self):
+        """Compulsory bytes per second of the best entry, in GB/s (0 while nothing has succeeded)."""
+        return self.bytes_moved / self._best.seconds / 1e9 if self._best and self._best.seconds > 0 else 0.0
 
     @property
     def num_ok(self):

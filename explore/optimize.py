@@ -50,23 +50,36 @@ class TuneResult:
     resumed_from: Any = None  # the ResumeReport of a resumed run
     space: Any = None         # the Space searched
     finalists: tuple = ()     # the re-timed finalists (explore.finalists.Finalist), fastest first; () if none
+    seed: int = 0
+    judged_by: str = "measured"   # how the evaluator judged points ("measured" or "modelled")
+
+    @property
+    def gbps(self):
+        """The task's compulsory bytes (inputs read and outputs written once) per second, in GB/s."""
+        return self.history.bytes_moved / self.seconds / 1e9 if self.seconds > 0 else 0.0
 
     def summary(self):
         """A JSON-ready summary (the CLI's --json line)."""
         return {"task": str(self.task), "target": self.target.name, "method": self.method,
                 "trials": self.trials, "evaluated": self.evaluated, "ok": self.history.num_ok,
                 "stop_reason": self.stop_reason, "best_seconds": self.seconds, "best_gflops": self.gflops,
+                "best_gbps": self.gbps, "flops": self.history.flops, "bytes": self.history.bytes_moved,
                 "config": self.config.to_dict(), "elapsed": self.history.entries[-1].elapsed,
                 "space": self.space.name if self.space is not None else None,
                 "finalists": len(self.finalists)}
 
+    def best_record(self):
+        """The record line of the chosen best point, with the run's trial count: what a tuning
+        database keeps of this run."""
+        entry = self.history.entry_for_key(self.schedule.to_json()) or self.history.best
+        line = record_line(self.task, self.target, entry, self.method, self.seed, self.space, self.judged_by)
+        return {**line, "trials": self.trials}
+
 
 def _task_of(task):
-    if isinstance(task, (tuple, list)):
-        from flexsched.registry import get_task
+    from flexsched.registry import as_task
 
-        return get_task(*task)
-    return task
+    return as_task(task)
 
 
 def resumed_history(path, task, target, space, judged_by=None):
@@ -126,7 +139,7 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
              evaluator_options=None, space=None, finalists=0, **method_options):
     """Search the schedule space of `task` on `target`; a TuneResult with the best point found.
 
-    task: a Task, or (name, *args). method: "q" (Q-network directions), "p" (every direction)
+    task: a Task, (name, *args) of a registered task, or the output tensor(s) of a computation. method: "q" (Q-network directions), "p" (every direction)
     or "random". log: a JSON-lines record file; resume: continue from it. evaluator: any
     explore.evaluator.Evaluator, or the name of one for the target ("measure", "model"; default:
     the target kind's, closed afterwards). progress: called
@@ -156,7 +169,7 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
         judged_by = getattr(evaluator, "judged_by", "measured")
         logger.debug("tuning %s on %s: %s space of %d points, method %s, evaluator %s", task, target.name,
                      space.name, space.size, method, getattr(evaluator, "name", type(evaluator).__name__))
-        history, report = History(space.info.flops), None
+        history, report = History(space.info.flops, space.info.compulsory_bytes), None
         if resume:
             history, report = resume_history(log, task, target, space, judged_by)
             _check_resumable(report, task)
@@ -203,4 +216,4 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     return TuneResult(task, target, method, space.config(best.point), schedule, seconds,
                       space.info.flops / seconds / 1e9 if retimed else best.gflops,
                       kernel, history, len(history), len(history) - outcome.resumed - outcome.reused,
-                      outcome.stop_reason, outcome.reused, report, space, retimed)
+                      outcome.stop_reason, outcome.reused, report, space, retimed, seed, judged_by)

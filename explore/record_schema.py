@@ -57,6 +57,7 @@ def check_record(data):
     _check_config(data["config"], "config")
     _check_result(data["result"])
     _optional(data, "trial", _natural)
+    _optional(data, "trials", _natural)   # the whole run's, on the line a tuning database keeps
     _optional(data, "point", _naturals)
     _optional(data, "origin", _check_origin, nullable=True)
     _optional(data, "elapsed", _non_negative)

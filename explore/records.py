@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from flexsched.schedule import Schedule
-from flexsched.target import host_cpu
+from flexsched.target import Target, TargetError, host_cpu
 from flexsched.version import version
 from space.config import Config
 from space.space import GENERATED, SpaceError
@@ -89,11 +89,12 @@ class Record:
         target is None); a record written before targets named their CPU matches on the capabilities."""
         if target is None:
             return True
+        recorded = identity_of(self.target)
         wanted = target.identity()
         for key in CPU_IDENTITY:
-            if key not in self.target:
+            if key not in recorded:
                 wanted.pop(key, None)
-        return self.target == wanted
+        return recorded == wanted
 
     def same_judge(self, judged_by):
         """Judged the same way (a measured GPU time and a modelled one never mix); any if None."""
@@ -137,9 +138,21 @@ def point_in(space, config):
     return space.point(config)
 
 
+def identity_of(recorded):
+    """A record's target as Target.identity() gives it, also where a record holds the whole
+    Target.to_dict() (one made by hand may)."""
+    if "features" in recorded:
+        try:
+            return Target.from_dict(recorded).identity()
+        except (TargetError, TypeError):
+            pass
+    return recorded
+
+
 def target_label(recorded):
     """A record's target as people name it: its name, or "llvm -mcpu=..." where the host target was
     another CPU than this one (or the same CPU with other features)."""
+    recorded = identity_of(recorded)
     name = recorded.get("name", "?")
     if name != "llvm" or "cpu" not in recorded:
         return name
@@ -152,8 +165,11 @@ def target_label(recorded):
 
 
 def same_task(task_ref, task):
-    """Whether a (checked) task reference names this task: the same name and arguments."""
-    return task_ref["name"] == task.name and list(task_ref["args"]) == list(task.args)
+    """Whether a (checked) task reference names this task: the same name and arguments, and the same
+    computation where the record says which (records written before fingerprints match by name)."""
+    fingerprint = task_ref.get("fingerprint")
+    return (task_ref["name"] == task.name and list(task_ref["args"]) == list(task.args)
+            and (fingerprint is None or fingerprint == task.fingerprint))
 
 
 def record_line(task, target, entry, method, seed, space, judged_by="measured"):

@@ -56,7 +56,7 @@ def resume_history(path, task, target, space, judged_by=None):
     """(History of the file's records of this task and target judged the same way, ResumeReport).
     A missing file resumes nothing."""
     path = os.fspath(path)
-    history = History(space.info.flops)
+    history = History(space.info.flops, space.info.compulsory_bytes)
     loaded = scan_records(path) if os.path.exists(path) else LoadedRecords((), ())
     counts = dict.fromkeys(REASONS, 0)
     counts["corrupt"] = len(loaded.corrupt)

@@ -81,7 +81,7 @@ class Search:
 
     def run(self, trials, history=None):
         """Search until a stopping rule holds; `history` carries resumed entries (not re-evaluated)."""
-        history = history if history is not None else History(self.space.info.flops)
+        history = history if history is not None else History(self.space.info.flops, self.space.info.compulsory_bytes)
         resumed = len(history)
         # Seeded by the seed and the resumed count: a resumed run continues deterministically.
         rng = np.random.default_rng([self.seed, resumed])

@@ -9,6 +9,7 @@ import sys
 import time
 import warnings
 
+from . import cli_database
 from .errors import FlexschedError
 
 EXIT_USAGE = 2
@@ -85,6 +86,7 @@ def _build_parser():
                            "side; report the fastest (default 0: the search's own best, no extra builds)")
     tune.add_argument("--seed", type=_at_least(0), default=0)
     tune.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
+    cli_database.add_tune_options(tune)
     templates = commands.add_parser("templates", help="the hand-written schedule templates, per operator")
     templates.add_argument("op", metavar="OP", nargs="?", help="only this operator's")
     templates.add_argument("args", metavar="ARG", nargs="*",
@@ -119,7 +121,18 @@ def _build_parser():
     report.add_argument("results", metavar="RESULTS", help="the results file a sweep wrote")
     report.add_argument("-o", "--output", metavar="DIR", help="write DIR/report.md and PNG plots there "
                                                               "(default: the table on stdout)")
+    cli_database.add_commands(commands)
+    _add_module_options(parser, commands)   # last: every subcommand, the database's too, takes -m
     return parser
+
+
+def _add_module_options(parser, commands):
+    """-m/--module before or after the subcommand: modules (names or .py files) defining a user's operators."""
+    text = "load a module or .py file that registers operators (repeatable; also FLEXSCHED_MODULES)"
+    parser.add_argument("-m", "--module", dest="modules", action="append", default=[], metavar="MODULE", help=text)
+    for command in commands.choices.values():  # a separate dest: a subcommand's default would hide the global one
+        command.add_argument("-m", "--module", dest="command_modules", action="append", default=[],
+                             metavar="MODULE", help=text)
 
 
 def parse_task_args(definition, raw):
@@ -221,7 +234,8 @@ class ProgressBar:
         count = f"{done}/{self.total} trials" if done <= self.total else \
             f"{done} trials, {self.total} budgeted (the warm-up goes on until a point succeeds)"
         text = (f"[{'#' * filled}{'.' * (self.WIDTH - filled)}] {count}  "
-                f"best {history.best_gflops:.2f} GFLOPS  {elapsed // 60}:{elapsed % 60:02d}")
+                f"best {history.best_gflops:.2f} GFLOPS {history.best_gbps:.2f} GB/s  "
+                f"{elapsed // 60}:{elapsed % 60:02d}")
         self.stream.write(("\r" + text) if self.redraw else text + "\n")
         self.stream.flush()
 
@@ -252,6 +266,9 @@ def _cmd_tune(args, out):
               f"method {result.method}: "
               f"best {result.gflops:.2f} GFLOPS ({result.seconds * 1e3:.4g} ms per run"
               f"{', predicted by the static GPU model' if modelled else ''})\n")
+    if result.target.kind in ("cpu", "gpu"):
+        out.write(roofline_line(result, modelled) + "\n")
+        summary.update(roofline_summary(result))
     reused = f", {result.reused} reused from a run sharing the log" if result.reused else ""
     out.write(f"{result.trials} trials ({result.evaluated} evaluated now{reused}, {summary['ok']} ok), "
               f"stopped by {result.stop_reason}, {summary['elapsed']:.1f} s\n")
@@ -272,8 +289,34 @@ def _cmd_tune(args, out):
         summary.update({"predicted": True, "bound": details.get("bound")})
     if args.log:
         out.write(f"records: {args.log} (rebuild the best with explore.optimize.build_best)\n")
+    cli_database.remember_tuned(result, args, out)
     if args.json:
         out.write(json.dumps(summary) + "\n")
+
+
+def roofline_line(result, modelled):
+    """'roofline: X GFLOPS, Y GB/s: memory-bound, Z% of the memory roof (...)' for a CPU or GPU result."""
+    from codegen.roof import describe, roof_for
+
+    what = "predicted" if modelled else "measured"
+    return f"roofline ({what}): " + describe(result.gflops, result.gbps, result.history.flops,
+                                                 result.history.bytes_moved, roof_for(result.target, _roof_file()))
+
+
+def _roof_file():
+    """Where the best roofs measured on this machine are kept: the user's cache directory."""
+    import os
+
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "flexsched", "roofs.json")
+
+
+def roofline_summary(result):
+    """The roof fields of the --json summary: which roof binds and the peaks it was judged by."""
+    from codegen.roof import roof_for
+
+    roof = roof_for(result.target, _roof_file())
+    return {"bound": roof.bound(result.history.flops, result.history.bytes_moved), "roof": roof.to_dict()}
 
 
 def _cmd_templates(args, out):
@@ -453,12 +496,12 @@ def _cmd_report(args, out):
 
 _COMMANDS = {"ops": _cmd_ops, "analyze": _cmd_analyze, "space": _cmd_space, "tune": _cmd_tune, "best": _cmd_best,
              "hls": _cmd_hls, "templates": _cmd_templates,
-             "sweep": _cmd_sweep, "report": _cmd_report}
+             "sweep": _cmd_sweep, "report": _cmd_report, **cli_database.COMMANDS}
 
 
-# Options naming a file the command writes (its folder must exist) or a folder it writes in (made if
-# its parent exists): checked before any work, so a bad path costs nothing.
-_FILE_OPTIONS = {"log": "--log", "results": "--results"}
+# Options naming a file the command writes (its folder must exist) or a folder it writes in (made with
+# any missing parents, under a writable one): checked before any work, so a bad path costs nothing.
+_FILE_OPTIONS = {"log": "--log", "results": "--results", "db": "--db"}
 _FOLDER_OPTIONS = {"output": "-o/--output", "records": "--records"}
 
 
@@ -490,10 +533,12 @@ def _check_paths(args):
                     problem = problem or f"cannot be written ({err.strerror or err})"
             elif not is_file and os.path.exists(path):
                 problem = writable_folder(path) if os.path.isdir(path) else "is not a directory"
-            elif not os.path.isdir(parent):
+            elif is_file and not os.path.isdir(parent):
                 problem = f"its folder {parent} does not exist"
             else:
-                problem = writable_folder(parent)
+                while not os.path.exists(parent):  # a folder is made with its missing parents
+                    parent = os.path.dirname(parent)
+                problem = writable_folder(parent) if os.path.isdir(parent) else f"{parent} is not a directory"
             if problem:
                 raise FlexschedError(f"{option} {path}: {problem}")
 
@@ -559,6 +604,9 @@ def main(argv=None, out=None):
         _check_paths(args)
         with warnings.catch_warnings():
             warnings.showwarning = _show_warning
+            from .user_modules import load_user_modules
+
+            load_user_modules([*args.modules, *args.command_modules])
             _COMMANDS[args.command](args, out)
     except FlexschedError as err:
         sys.stderr.write(f"flexsched: error: {err}\n")

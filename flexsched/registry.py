@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import importlib
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, is_dataclass
 
 import numpy as np
 
 from .errors import DefinitionError, RegistryError
+from .expr import Expr
 from .reference import evaluate, topological_order
 from .tensor import Tensor
 
@@ -108,14 +111,20 @@ class Task:
     def outputs(self):
         return tuple(t for t in self.tensors if not t.is_placeholder)
 
+    @functools.cached_property
+    def fingerprint(self):
+        """A digest of the computation itself, so two different computations under one name differ."""
+        return computation_fingerprint(self.outputs)
+
     @property
     def key(self):
-        """Identifies the task across processes and in records."""
-        return (self.name, self.args)
+        """Identifies the task across processes: (name, args) of a registered task; a computation
+        given as tensors is told apart by its fingerprint instead."""
+        return (self.name, self.args) if self.module != COMPUTATION_MODULE else (self.name, self.fingerprint)
 
     def ref(self):
-        """A JSON-friendly reference from which task_from_ref re-creates the task."""
-        return {"name": self.name, "args": list(self.args), "module": self.module}
+        """A JSON-friendly reference from which task_from_ref re-creates a registered task."""
+        return {"name": self.name, "args": list(self.args), "module": self.module, "fingerprint": self.fingerprint}
 
     def random_inputs(self, seed=0):
         """Input arrays drawn uniformly from [-1, 1) (integers from -4..4), reproducibly."""
@@ -137,6 +146,64 @@ class Task:
 
     def __str__(self):
         return f"{self.name}({', '.join(map(str, self.args))})"
+
+
+def computation_fingerprint(outputs):
+    """A short digest of every tensor the outputs depend on: names, shapes, dtypes and bodies."""
+    text = "\n".join(_structure(tensor) for tensor in topological_order(list(outputs)))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _structure(value):
+    """A canonical text of a tensor or expression tree (a tensor read by a Load is named, not expanded)."""
+    if isinstance(value, Tensor):
+        parts = [value.name, str(value.shape), value.dtype, value.tag, _structure(value.axes), _structure(value.body)]
+        return "tensor(" + ", ".join(parts) + ")"
+    if isinstance(value, Expr) and is_dataclass(value):
+        items = []
+        for field in fields(value):
+            item = getattr(value, field.name)
+            items.append(f"{field.name}=" + (repr(item.name) if isinstance(item, Tensor) else _structure(item)))
+        return f"{type(value).__name__}(" + ", ".join(items) + ")"
+    if isinstance(value, (tuple, list)):
+        return "[" + ", ".join(_structure(item) for item in value) + "]"
+    return repr(value)
+
+
+COMPUTATION_MODULE = ""   # a Task made from tensors: no module can re-create it from its ref
+
+
+def task_from_tensors(tensors, name=None):
+    """The Task of a computation a user holds: its output tensor(s), or inputs and outputs in the
+    order the kernel should take them. Inputs left out are taken in the order the outputs read them."""
+    tensors = (tensors,) if isinstance(tensors, Tensor) else tuple(tensors)
+    stray = next((t for t in tensors if not isinstance(t, Tensor)), None)
+    if stray is not None or not tensors:
+        raise RegistryError(f"a computation is given by its tensors, got {type(stray).__name__ if tensors else 'none'}")
+    outputs = [t for t in tensors if not t.is_placeholder]
+    if not outputs:
+        raise DefinitionError("the computation has no compute tensor: pass its output(s)")
+    given = [t for t in tensors if t.is_placeholder]
+    listed = {id(t) for t in given}
+    missing = [t for t in topological_order(outputs) if t.is_placeholder and id(t) not in listed]
+    name = name or outputs[0].name
+    all_tensors = _check_tensors(name, (*given, *missing, *outputs))
+    return Task(name, (), all_tensors, COMPUTATION_MODULE)
+
+
+def as_task(task):
+    """A Task from what a user holds: a Task, (name, *args) of a registered task, or a computation's
+    tensor(s) (see task_from_tensors)."""
+    if isinstance(task, Task):
+        return task
+    if isinstance(task, Tensor) or (isinstance(task, (tuple, list)) and task and isinstance(task[0], Tensor)):
+        return task_from_tensors(task)
+    if isinstance(task, str):
+        return get_task(task)
+    if isinstance(task, (tuple, list)) and task and isinstance(task[0], str):
+        return get_task(*task)
+    raise RegistryError(f"expected a Task, (name, *args) of a registered task, or output tensor(s), "
+                        f"got {type(task).__name__}")
 
 
 _REGISTRY: dict[str, TaskDefinition] = {}
@@ -175,7 +242,8 @@ def task_definition(name):
     matches = [key for key in _REGISTRY if key.lower() == str(name).lower()]
     if len(matches) == 1:
         return _REGISTRY[matches[0]]
-    raise RegistryError(f"unknown task '{name}'; registered: {', '.join(sorted(_REGISTRY))}")
+    raise RegistryError(f"unknown task '{name}'; registered: {', '.join(sorted(_REGISTRY))} (an operator of your "
+                        "own: load its module with --module/-m or FLEXSCHED_MODULES, or import it first)")
 
 
 def get_task(name, *args, **kwargs):
@@ -186,6 +254,7 @@ def get_task(name, *args, **kwargs):
 def task_from_ref(ref):
     """Re-create a task from Task.ref() (importing its defining module if needed)."""
     _load_library()
+    _refuse_computation(ref)
     if ref["name"] not in _REGISTRY and ref.get("module"):
         try:
             importlib.import_module(ref["module"])
@@ -199,11 +268,18 @@ def registered_task(ref):
     """Re-create a task from a ref among the tasks registered in this process; never imports the
     ref's module (a ref read from a file must not choose code to run)."""
     _load_library()
+    _refuse_computation(ref)
     if ref["name"] not in _REGISTRY:
         module = f" (defined in module '{ref['module']}')" if ref.get("module") else ""
         raise RegistryError(f"task '{ref['name']}'{module} is not registered in this process; import the module "
-                            "that defines it first, or pass the task")
+                            "that defines it first (on the command line: --module/-m), or pass the task")
     return get_task(ref["name"], *ref["args"])
+
+
+def _refuse_computation(ref):
+    """A ref of a computation given as tensors names nothing a registry can re-create."""
+    if ref.get("module", None) == COMPUTATION_MODULE:
+        raise RegistryError(f"task '{ref['name']}' was given as tensors, not registered: pass the task itself")
 
 
 def list_tasks():

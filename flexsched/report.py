@@ -29,21 +29,21 @@ def _number(value, digits):
 
 
 def markdown_table(results):
-    """One row per case, target and contender: GFLOPS, ratio to the library (median and range), trials, time."""
+    """One row per case, target and contender: GFLOPS, GB/s, ratio to the library (median, range), trials, time."""
     lines = [f"Sweep {results.get('sweep', '')}: {results.get('trials')} trials per job, seeds "
              f"{results.get('seeds')}; ratio = {results.get('ratio', 'library seconds / contender seconds')}, "
              "median (range) over alternating rounds.", "",
-             "| case | target | contender | GFLOPS | ratio to library | trials | tuning time (s) |",
-             "| --- | --- | --- | ---: | --- | ---: | ---: |"]
+             "| case | target | contender | GFLOPS | GB/s | ratio to library | trials | tuning time (s) |",
+             "| --- | --- | --- | ---: | ---: | --- | ---: | ---: |"]
     for row in results["cases"]:
         for name, entry in row["contenders"].items():
             if "skipped" in entry:
-                lines.append(f"| {row['case']} | {row['target']} | {name} | - | {entry['skipped']} | - | - |")
+                lines.append(f"| {row['case']} | {row['target']} | {name} | - | - | {entry['skipped']} | - | - |")
                 continue
             ratio = entry.get("ratio_to_library")
             ratio_text = f"{ratio['median']:.2f} ({ratio['min']:.2f}-{ratio['max']:.2f})" if ratio else "-"
             lines.append(f"| {row['case']} | {row['target']} | {name} | {_number(entry.get('gflops'), 2)} | "
-                         f"{ratio_text} | {entry.get('trials', '-')} | {_number(entry.get('tuning_seconds'), 1)} |")
+                         f"{_number(entry.get('gbps'), 2)} | {ratio_text} | {entry.get('trials', '-')} | {_number(entry.get('tuning_seconds'), 1)} |")
     return "\n".join(lines) + "\n"
 
 

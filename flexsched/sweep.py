@@ -166,7 +166,7 @@ def run_sweep(spec, stream=None):
         for target_name in spec.targets:
             target = get_target(target_name)
             row = {"case": case.name, "task": str(task), "target": target.name, "flops": info.flops,
-                   "contenders": {}}
+                   "bytes": info.compulsory_bytes, "contenders": {}}
             timed, budget = [], None
             if spec.time_budget_s is not None:
                 budget = spec.time_budget_s / max(1, jobs_per_case)
@@ -216,6 +216,7 @@ def run_sweep(spec, stream=None):
                     entry = row["contenders"][name]
                     entry["best_seconds"] = side.seconds(name)
                     entry["gflops"] = info.flops / side.seconds(name) / 1e9
+                    entry["gbps"] = info.compulsory_bytes / side.seconds(name) / 1e9
                     if LIBRARY in side.names:
                         median, low, high = side.ratio(name, LIBRARY)
                         entry["ratio_to_library"] = {"median": median, "min": low, "max": high}

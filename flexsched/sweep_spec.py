@@ -11,6 +11,7 @@ whole before anything runs (an error names the field).
     time_budget_s = 600          # optional: tuning seconds per case, shared evenly by its jobs
     results = "experiments/results/NAME.json"
     records = "experiments/results/NAME_records"
+    modules = ["my_ops.py"]      # optional: modules (or .py files, relative to this file) defining operators
 
     [[cases]]
     name = "GMM1024"
@@ -31,7 +32,7 @@ from .errors import FlexschedError
 METHODS = ("q", "p", "random")
 LIBRARY = "library"
 KEYS = {"name", "trials", "seeds", "targets", "contenders", "template_method", "finalists", "rounds",
-        "time_budget_s", "results", "records", "cases", "description"}
+        "time_budget_s", "results", "records", "cases", "description", "modules"}
 CASE_KEYS = {"name", "op", "args"}
 
 
@@ -69,6 +70,7 @@ class SweepSpec:
     time_budget_s: float | None
     results: Path
     records: Path
+    modules: tuple = ()   # the modules the file names, loaded when it was read
 
     @property
     def tuners(self):
@@ -120,13 +122,15 @@ def _strings(path, data, field, default):
 
 
 def parse_spec(data, path="sweep"):
-    """Validate a sweep file's table; a SpecError names the first bad field."""
+    """Validate a sweep file's table, loading the modules it names first (their operators are its cases');
+    a SpecError names the first bad field."""
     from .registry import task_definition
     from .target import get_target
 
     unknown = sorted(set(data) - KEYS)
     if unknown:
         _fail(path, unknown[0], f"unknown field (known: {', '.join(sorted(KEYS))})")
+    modules = _load_modules(path, data)
     targets = _strings(path, data, "targets", ["llvm"])
     for target in targets:
         try:
@@ -188,4 +192,19 @@ def parse_spec(data, path="sweep"):
             _fail(path, f"{field}.args", str(err))
         parsed.append(Case(case_name, op, tuple(args)))
     return SweepSpec(name, tuple(parsed), targets, contenders, trials, tuple(seeds), template_method, finalists,
-                     rounds, float(budget) if budget is not None else None, paths["results"], paths["records"])
+                     rounds, float(budget) if budget is not None else None, paths["results"], paths["records"],
+                     modules)
+
+
+def _load_modules(path, data):
+    """Load the modules the file's 'modules' list names (.py paths relative to the file); their names."""
+    from .user_modules import ModuleLoadError, load_modules
+
+    modules = data.get("modules", [])
+    if not isinstance(modules, list) or not all(isinstance(m, str) and m for m in modules):
+        _fail(path, "modules", f"must be a list of module names or .py files, got {modules!r}")
+    try:
+        load_modules(modules, base_dir=Path(str(path)).parent)
+    except ModuleLoadError as err:
+        _fail(path, "modules", str(err))
+    return tuple(modules)

@@ -1,6 +1,8 @@
 """Test cases several test folders share: small shapes of the 14 library operators, a wrapper
 that makes a computation built in a test look like a registered task, and a process probe."""
 
+import os
+
 import numpy as np
 
 import flexsched as fs
@@ -41,3 +43,19 @@ def is_running(pid):
             return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
     except FileNotFoundError:
         return False
+
+
+def child_processes():
+    """The live child processes of this process (their pids), read from /proc."""
+    children = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if int(fields[1]) == os.getpid() and fields[0] != "Z":
+            children.append(int(entry))
+    return children

@@ -1,11 +1,8 @@
 """Builds in the isolated worker: a usable kernel with the machine code an in-process build makes,
 and a build that hangs, crashes or exhausts memory reported as one BuildError line."""
 
-import importlib
-import multiprocessing
 import os
 import re
-import sys
 
 import numpy as np
 import pytest
@@ -13,10 +10,11 @@ import pytest
 from codegen import cpu_backend
 from codegen.isolated_build import BuildError, build_isolated
 from codegen.kernel import build
-from flexsched import registry
-from flexsched.registry import get_task, list_tasks
+from flexsched.registry import get_task
 from flexsched.schedule import Parallel, Reorder, Schedule, Split
 from flexsched.target import get_target
+
+from cases import child_processes
 
 pytestmark = pytest.mark.cpu
 
@@ -28,28 +26,13 @@ LLVM = get_target("llvm").name   # "llvm", or the CPU that $FLEXSCHED_LLVM_TARGE
 
 
 @pytest.fixture(autouse=True)
-def fault_tasks_importable(monkeypatch):
+def fault_compilers_importable(monkeypatch):
     """Build workers import build_faults by name from the parent's sys.path, whatever pytest's import mode."""
     monkeypatch.syspath_prepend(os.path.dirname(os.path.abspath(__file__)))
 
 
-@pytest.fixture
-def fault_task(monkeypatch):
-    """Makes a build_faults task by name; the tasks are registered for this test only (the
-    command line's operator listing must not show them)."""
-    list_tasks()  # the operator library, loaded before the snapshot
-    monkeypatch.setattr(registry, "_REGISTRY", dict(registry._REGISTRY))
-    sys.modules.pop("build_faults", None)
-
-    def make(name):
-        importlib.import_module("build_faults")
-        return get_task(name, 8)
-
-    yield make
-    sys.modules.pop("build_faults", None)
-
-
 def test_an_isolated_build_runs_the_machine_code_of_an_in_process_build():
+    before = set(child_processes())
     isolated = build_isolated(TASK, SCHEDULE, **LIMITS)
     cpu_backend.clear_cache()
     in_process = build(TASK, SCHEDULE)
@@ -60,7 +43,7 @@ def test_an_isolated_build_runs_the_machine_code_of_an_in_process_build():
     (ref,) = TASK.evaluate(*inputs)
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
     assert isolated.schedule == SCHEDULE and isolated.task is TASK
-    assert not multiprocessing.active_children()  # the build worker is stopped
+    assert set(child_processes()) <= before  # the build worker is stopped
 
 
 def test_nothing_is_compiled_in_the_calling_process(monkeypatch):
@@ -72,24 +55,25 @@ def test_nothing_is_compiled_in_the_calling_process(monkeypatch):
     assert kernel.run(*TASK.random_inputs())[0].shape == (32, 24)
 
 
-def test_a_build_that_hangs_times_out_as_one_line(fault_task):
+def test_a_build_that_hangs_times_out_as_one_line():
+    before = set(child_processes())
     with pytest.raises(BuildError) as caught:
-        build_isolated(fault_task("HANG_IN_WORKER"), timeout_s=2, **LIMITS)
-    assert str(caught.value) == f"build of HANG_IN_WORKER(8) for {LLVM} timed out after 2 s"
-    assert not multiprocessing.active_children()
+        build_isolated(TASK, timeout_s=2, compiler="build_faults:hang_compiler", **LIMITS)
+    assert str(caught.value) == f"build of GMM(32, 16, 24) for {LLVM} timed out after 2 s"
+    assert set(child_processes()) <= before
 
 
-def test_a_build_that_crashes_names_the_signal(fault_task):
-    expected = rf"^build of CRASH_IN_WORKER\(8\) for {re.escape(LLVM)} crashed the build worker: worker died with signal SIGSEGV"
+def test_a_build_that_crashes_names_the_signal():
+    expected = rf"^build of GMM\(32, 16, 24\) for {re.escape(LLVM)} crashed the build worker: worker died with signal SIGSEGV"
     with pytest.raises(BuildError, match=expected):
-        build_isolated(fault_task("CRASH_IN_WORKER"), **LIMITS)
+        build_isolated(TASK, compiler="build_faults:crash_compiler", **LIMITS)
 
 
-def test_a_build_that_exhausts_memory_names_the_cap(fault_task):
+def test_a_build_that_exhausts_memory_names_the_cap():
     with pytest.raises(BuildError) as caught:
-        build_isolated(fault_task("GREEDY_IN_WORKER"), **LIMITS)
+        build_isolated(TASK, compiler="build_faults:greedy_compiler", **LIMITS)
     message = str(caught.value)
-    assert message.startswith(f"build of GREEDY_IN_WORKER(8) for {LLVM} failed: MemoryError")
+    assert message.startswith(f"build of GMM(32, 16, 24) for {LLVM} failed: MemoryError")
     assert message.endswith("(the build worker's memory is capped at 4 GiB)") and "\n" not in message
 
 

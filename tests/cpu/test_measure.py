@@ -4,6 +4,7 @@ reported as data while the sweep goes on (crash, hang, wrong answer, memory blow
 import json
 import math
 import os
+import pickle
 
 import numpy as np
 import pytest
@@ -22,11 +23,11 @@ SPLIT_SCHEDULE = Schedule((Split("O", "i", (4, 4)), Split("O", "j", (2, 8)),
 
 
 def naive(task):
-    return MeasureInput(task.ref(), Schedule().to_json())
+    return MeasureInput(task, Schedule().to_json())
 
 
 def split(task):
-    return MeasureInput(task.ref(), SPLIT_SCHEDULE.to_json())
+    return MeasureInput(task, SPLIT_SCHEDULE.to_json())
 
 
 def assert_ok(result, repeats=SETTINGS["repeats"]):
@@ -74,14 +75,14 @@ def test_one_worker_serves_many_candidates(measurer):
 
 def test_illegal_schedule_is_a_build_error_naming_the_step(measurer):
     bad = Schedule((Split("O", "i", (3, 4)),)).to_json()
-    bad_result, good_result = measurer.measure([MeasureInput(GOOD_TASK.ref(), bad), naive(GOOD_TASK)])
+    bad_result, good_result = measurer.measure([MeasureInput(GOOD_TASK, bad), naive(GOOD_TASK)])
     assert_failed(bad_result, "build_error", "ScheduleError", "step 1", "split", "'i'", "do not fit")
     assert_ok(good_result)
 
 
 def test_results_round_trip_through_strict_json(measurer):
     bad = Schedule((Split("O", "x", (4, 4)),)).to_json()
-    results = measurer.measure([naive(GOOD_TASK), MeasureInput(GOOD_TASK.ref(), bad)])
+    results = measurer.measure([naive(GOOD_TASK), MeasureInput(GOOD_TASK, bad)])
     assert [r.status for r in results] == ["ok", "build_error"]
     for result in results:
         text = json.dumps(result.to_dict(), allow_nan=False)
@@ -149,14 +150,18 @@ def test_a_misspelt_runner_is_refused_at_once():
 
 
 def test_measure_input_is_a_hashable_value():
-    first, second = naive(GOOD_TASK), MeasureInput(dict(reversed(GOOD_TASK.ref().items())), "[]")
+    first, second = naive(GOOD_TASK), MeasureInput(get_task("GMM", 16, 16, 16), "[]")  # the same task again
     assert first == second and hash(first) == hash(second)
+    assert pickle.loads(pickle.dumps(first)) == first
     assert first.task_ref == GOOD_TASK.ref()
+    assert first.task.fingerprint == GOOD_TASK.fingerprint and first.task is not GOOD_TASK
     first.task_ref["args"].append(99)  # a copy: the value itself cannot change
     assert first.task_ref == GOOD_TASK.ref()
     assert MeasureInput.of(GOOD_TASK, SPLIT_SCHEDULE) == split(GOOD_TASK)
     with pytest.raises(AttributeError):
         first.schedule_json = "[]"
+    with pytest.raises(TypeError, match="the Task itself"):
+        MeasureInput(GOOD_TASK.ref(), "[]")
 
 
 def test_comparison_tolerates_rounding_but_not_errors_or_nan():
@@ -183,7 +188,7 @@ def test_integers_must_match_exactly():
 
 def test_slow_candidates_are_timed_once():
     with Measurer(timeout_s=60, repeats=5, slow_run_seconds=0.0) as measurer:
-        (result,) = measurer.measure([MeasureInput(get_task("GMM", 16, 16, 16).ref(), Schedule().to_json())])
+        (result,) = measurer.measure([MeasureInput(get_task("GMM", 16, 16, 16), Schedule().to_json())])
     assert result.ok and result.repeats == 1 and result.number == 1
 
 

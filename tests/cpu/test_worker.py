@@ -7,6 +7,7 @@ import subprocess
 import sys
 import threading
 import time
+import types
 
 import pytest
 
@@ -98,3 +99,31 @@ def test_a_worker_left_unhealthy_is_replaced_before_the_next_call(monkeypatch):
         assert worker.pid is None   # the answer said the worker exits: no call may reach it
         for _ in range(3):          # called at once, as a search does
             assert worker.call("os:getpid", (), 60) != spoiled
+
+
+def test_arguments_the_worker_cannot_unpickle_fail_only_that_call():
+    module = types.ModuleType("only_in_the_parent")
+    exec("class Value:\n    pass\n", module.__dict__)
+    sys.modules[module.__name__] = module
+    try:
+        with Worker(memory_limit_bytes=4 * 2**30) as worker:
+            pid = worker.call("os:getpid", (), 60)
+            with pytest.raises(WorkerFailure) as caught:
+                worker.call("builtins:id", (module.Value(),), 60)
+            assert caught.value.status == "error" and "No module named 'only_in_the_parent'" in caught.value.reason
+            assert worker.call("os:getpid", (), 60) == pid   # the same worker serves the next call
+    finally:
+        del sys.modules[module.__name__]
+
+
+def test_a_script_without_a_main_guard_starts_workers(tmp_path):
+    script = tmp_path / "no_guard.py"
+    script.write_text("from codegen.worker import Worker\n"
+                      "with Worker(memory_limit_bytes=4 * 2**30) as worker:\n"
+                      "    print(worker.call('math:gcd', (12, 18), 60), worker.call('os:getppid', (), 60))\n"
+                      "import os\nprint(os.getpid())\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ, PYTHONPATH=os.pathsep.join(sys.path)))
+    assert done.returncode == 0, done.stderr
+    answer, parent = done.stdout.split("\n")[:2]
+    assert answer == f"6 {parent}"   # run once, by its own process: the worker never re-ran it

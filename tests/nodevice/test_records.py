@@ -234,7 +234,8 @@ def test_build_best_does_not_import_the_module_a_record_names(evil_log):
         build_best(log)
     message = str(raised.value)
     assert message.startswith(f"{log}:2: task 'EVIL_TASK' (defined in module '{EVIL_MODULE}') is not registered "
-                              "in this process; import the module that defines it first, or pass the task")
+                              "in this process; import the module that defines it first (on the command line: "
+                              "--module/-m), or pass the task")
     assert "\n" not in message
     assert not marker.exists() and EVIL_MODULE not in sys.modules
     __import__(EVIL_MODULE)  # the control: importing it is exactly what would have left the marker

@@ -25,7 +25,9 @@ import pytest
 import flexsched as fs
 from flexsched import DefinitionError, RegistryError
 from flexsched import registry
-from flexsched.registry import get_task, list_tasks, register_task, task_definition, task_from_ref
+from flexsched import compute, placeholder, reduce_axis, sum
+from flexsched.registry import (as_task, get_task, list_tasks, register_task, task_definition, task_from_ref,
+                                task_from_tensors)
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -286,9 +288,10 @@ def test_reregistering_a_different_function_under_a_taken_name_fails():
 def test_ref_round_trips_through_json(user_tasks, name, args):
     task = get_task(name, *args)
     ref = json.loads(json.dumps(task.ref()))
-    assert ref == {"name": task.name, "args": list(task.args), "module": task.module}
+    assert ref == {"name": task.name, "args": list(task.args), "module": task.module,
+                   "fingerprint": task.fingerprint}
     again = task_from_ref(ref)
-    assert again.key == task.key and again.module == task.module
+    assert again.key == task.key and again.module == task.module and again.fingerprint == task.fingerprint
     assert output_sums(again) == output_sums(task)
 
 
@@ -368,3 +371,43 @@ def test_evaluate_with_the_wrong_number_of_arrays_names_the_inputs():
         message = error_message(RegistryError, task.evaluate, *arrays)
         assert "GMM" in message and "takes 2" in message and "A, B" in message
         assert f"got {len(arrays)}" in message
+
+
+# ---------------------------------------------------------------- computations given as tensors
+
+def _matmul(n, name="Y", scale=1.0):
+    A, B = placeholder((n, n), name="A"), placeholder((n, n), name="B")
+    k = reduce_axis(n, "k")
+    return A, B, compute((n, n), lambda i, j: sum(A[i, k] * B[k, j] * scale, axis=k), name=name)
+
+
+def test_a_computation_given_by_its_output_is_a_task():
+    A, B, Y = _matmul(4)
+    task = as_task(Y)
+    assert task.name == "Y" and task.args == () and task.inputs == (A, B) and task.outputs == (Y,)
+    np.testing.assert_allclose(task.evaluate(*task.random_inputs())[0],
+                               task.random_inputs()[0] @ task.random_inputs()[1], rtol=1e-5)
+
+
+def test_inputs_given_with_the_outputs_keep_their_order():
+    A, B, Y = _matmul(4)
+    assert task_from_tensors((B, A, Y)).inputs == (B, A)
+
+
+def test_fingerprint_tells_computations_apart_and_is_stable():
+    same = {as_task(_matmul(4)[2]).fingerprint for _ in range(2)}
+    assert len(same) == 1
+    assert as_task(_matmul(4, scale=2.0)[2]).fingerprint not in same
+    assert as_task(_matmul(5)[2]).fingerprint not in same
+    assert as_task(_matmul(4)[2]).key != as_task(_matmul(4, scale=2.0)[2]).key
+
+
+def test_a_computation_ref_cannot_be_re_created_from_a_registry():
+    with pytest.raises(RegistryError, match="given as tensors"):
+        task_from_ref(as_task(_matmul(4)[2]).ref())
+
+
+@pytest.mark.parametrize("bad", [42, [], ["GMM"], (1, 2)])
+def test_as_task_refuses_what_is_not_a_computation(bad):
+    with pytest.raises((RegistryError, DefinitionError)):
+        as_task(bad)
