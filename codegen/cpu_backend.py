@@ -1,6 +1,8 @@
-"""The CPU back end: LLVM IR from codegen.llvm_backend compiled for the target's CPU and features (this
-host's unless the target names others), loaded with MCJIT where this host can run it, called through
-a pointer table, its parallel segments spread over a thread pool (codegen.runtime)."""
+"""The CPU back end: codegen.llvm_backend's IR compiled for the target's CPU, run here through MCJIT."""
+
+# The code is for the target's CPU and features (this host's unless the target names others); it is
+# loaded only where this host can run it, called through a pointer table, and its parallel segments
+# are spread over a thread pool (codegen.runtime).
 
 from __future__ import annotations
 
@@ -32,16 +34,15 @@ def _initialise_llvm():
 
 
 def machine_of(target=None):
-    """(CPU name, feature string) that code for target is generated for: this host's for None or a
-    target that names no CPU."""
+    """(CPU name, feature string) the code for target is generated for; the host's where it names none."""
     if target is None or not target.cpu:
         return cpus.host()
     return target.cpu, target.features
 
 
 def _target_machine(machine=None):
-    """A fresh LLVM machine for (CPU, features), the host's by default (an MCJIT engine takes ownership
-    of the one it is given)."""
+    """A fresh LLVM machine for (CPU, features), the host's by default."""
+    # Fresh each time: an MCJIT engine takes ownership of the machine it is given.
     _initialise_llvm()
     cpu, features = machine or cpus.host()
     target = llvm.Target.from_default_triple()
@@ -105,8 +106,7 @@ class MachineCode:
 
 
 def generate_machine_code(func, unoptimized_ir, opt_level, segments, fallbacks, machine=None):
-    """Optimise the module at -O<opt_level> and generate its object code for (CPU, features), the
-    host's by default."""
+    """The module optimised at -O<opt_level>, as object code for (CPU, features), the host's by default."""
     machine = machine or cpus.host()
     target_machine = _target_machine(machine)
     module = llvm.parse_assembly(unoptimized_ir)
@@ -117,8 +117,7 @@ def generate_machine_code(func, unoptimized_ir, opt_level, segments, fallbacks, 
 
 
 class CompiledFunc:
-    """A kernel compiled for a CPU; call it with one array per parameter to run it in place. Code for
-    a CPU this host cannot stand in for is kept (its IR, assembly, object code) and refuses to run."""
+    """A kernel compiled for a CPU, called with one array per parameter (in place); elsewhere it refuses to run."""
 
     def __init__(self, code):
         self.code = code
@@ -235,9 +234,9 @@ def clear_cache():
 
 
 def compile_func(func: PrimFunc, opt_level=3, legalised=False, target=None) -> CompiledFunc:
-    """Compile a kernel for the target's CPU, this host's by default (legalised first unless the back
-    end's passes already did, so hand-written loop IR compiles too); identical kernels (same LLVM IR,
-    level, CPU and features) compile once."""
+    """A kernel compiled for the target's CPU (the host's by default); identical ones compile once."""
+    # Legalised first unless the back end's passes already did, so hand-written loop IR compiles too;
+    # "identical" is the same LLVM IR, level, CPU and features.
     machine = machine_of(target)
     text, builder, func = _module_text(func, opt_level, legalised, machine)
     key = (text, opt_level, *machine)

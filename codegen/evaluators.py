@@ -1,8 +1,4 @@
-"""codegen's evaluators: candidates measured on the CPU or a GPU, or priced by the static GPU model.
-
-codegen.targets registers them for the cpu and gpu target kinds (flexsched.plugins); explore/ gets
-them from there and never imports this module.
-"""
+"""codegen's evaluators, registered by codegen.targets: measurement on a CPU or a GPU, and the static GPU model."""
 
 from __future__ import annotations
 
@@ -109,8 +105,7 @@ class GpuModelEvaluator(Evaluator):
 
 
 def checking_bytes(task):
-    """A lower bound of the memory measuring task takes: its inputs and outputs in their dtypes, and the
-    reference outputs in float64 (codegen.measure checks each candidate against them)."""
+    """A lower bound of the memory measuring task takes: inputs and outputs, and the float64 reference outputs."""
     def size(tensor):
         return math.prod(tensor.shape)
 

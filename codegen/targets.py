@@ -1,8 +1,7 @@
-"""What codegen plugs in for the cpu and gpu target kinds (flexsched.plugins): evaluators and back ends.
+"""What codegen plugs in for the cpu and gpu target kinds (flexsched.plugins): evaluators and back ends."""
 
-Importing this registers names only; llvmlite, cupy and the measurement machinery load when an
-evaluator is made or a back end is first asked for.
-"""
+# Importing this registers names only: llvmlite, cupy and the measurement machinery load when an
+# evaluator is made or a back end is first asked for.
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""Evaluators as the search sees them: the interface (flexsched.evaluation) and the one for a target.
+"""Evaluators as the search sees them: the interface (flexsched.evaluation) and the one for a target."""
 
-The search never knows how a point was judged. Each target kind's evaluators are registered by the
-package that owns the kind (flexsched.plugins: codegen measures on the CPU and GPUs and has the
-static GPU model, fpga_model has the FPGA model); this module asks that registry by name and
-imports no back end or model itself.
-"""
+# Each target kind's evaluators are registered by the package that owns the kind (flexsched.plugins:
+# codegen measures on CPUs and GPUs and has the static GPU model, fpga_model has the FPGA model);
+# this module asks that registry by name and imports no back end or model itself.
 
 from __future__ import annotations
 
@@ -21,8 +19,7 @@ def evaluator_names(target):
 
 
 def evaluator_for(target, evaluator=None, **options):
-    """A new evaluator for target: the one registered for its kind under the name evaluator ("measure",
-    "model", ...), or the kind's default (measurement, except on FPGAs)."""
+    """A new evaluator for target: its kind's one called evaluator ("measure", "model"), or the kind's default."""
     target = get_target(target)
     try:
         return plugins.make_evaluator(target, evaluator, **options)

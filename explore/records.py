@@ -85,8 +85,8 @@ class Record:
         return same_task(self.task_ref, task)
 
     def same_target(self, target):
-        """The same device, capabilities included, and for a CPU the same CPU and features (any device if
-        target is None); a record written before targets named their CPU matches on the capabilities."""
+        """The same device, capabilities, CPU and features included (any device if target is None)."""
+        # A record written before targets named their CPU matches on the capabilities alone.
         if target is None:
             return True
         recorded = identity_of(self.target)
@@ -139,8 +139,7 @@ def point_in(space, config):
 
 
 def identity_of(recorded):
-    """A record's target as Target.identity() gives it, also where a record holds the whole
-    Target.to_dict() (one made by hand may)."""
+    """A record's target as Target.identity() gives it, also where it holds the whole Target.to_dict()."""
     if "features" in recorded:
         try:
             return Target.from_dict(recorded).identity()
@@ -150,8 +149,7 @@ def identity_of(recorded):
 
 
 def target_label(recorded):
-    """A record's target as people name it: its name, or "llvm -mcpu=..." where the host target was
-    another CPU than this one (or the same CPU with other features)."""
+    """A record's target as people name it: its name, or "llvm -mcpu=..." for another machine's host target."""
     recorded = identity_of(recorded)
     name = recorded.get("name", "?")
     if name != "llvm" or "cpu" not in recorded:
@@ -340,8 +338,7 @@ def scan_records(path):
 
 
 def check_record_file(path):
-    """ExplorationError when an existing file has lines but none is a record or a claim: it is not a
-    record file, and appending to it would only damage it."""
+    """ExplorationError when an existing file has lines but none is a record or a claim (appending would harm it)."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         return

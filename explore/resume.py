@@ -135,7 +135,8 @@ def best_replayable_record(path, records, task, target, space_of):
         if point is not None:
             return record, space.schedule(point)
     misfits.summarise()
-    raise ExplorationError(_none_for(path, records, task, target) + (" that fits today's space" if misfits.count else ""))
+    fits = " that fits today's space" if misfits.count else ""
+    raise ExplorationError(_none_for(path, records, task, target) + fits)
 
 
 def _none_for(path, records, task, target):

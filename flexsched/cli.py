@@ -41,7 +41,8 @@ def _build_parser():
     parser = _Parser(prog="flexsched", description=__doc__)
     parser.add_argument("--version", action="version", version=f"flexsched {version()}")
     verbosity = parser.add_mutually_exclusive_group()
-    verbosity.add_argument("-v", "--verbose", action="store_true", help="also print debug lines (each candidate's result)")
+    verbosity.add_argument("-v", "--verbose", action="store_true",
+                           help="also print debug lines (each candidate's result)")
     verbosity.add_argument("-q", "--quiet", action="store_true", help="no progress bar or informational lines")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
                                      parser_class=_Parser)
@@ -69,7 +70,8 @@ def _build_parser():
     tune.add_argument("--evaluator", metavar="NAME",
                       help="measure (run each candidate; cuda needs a GPU and cupy) or model (the static GPU "
                            "model, no GPU needed; FPGA designs are always modelled); default: the target's first")
-    tune.add_argument("--trials", type=_at_least(1), default=100, help="points to evaluate, warm-up included (default 100)")
+    tune.add_argument("--trials", type=_at_least(1), default=100,
+                      help="points to evaluate, warm-up included (default 100)")
     tune.add_argument("--method", default="q", choices=("q", "p", "random"),
                       help="q: Q-network directions, p: every direction, random: random points (default q)")
     tune.add_argument("--starts", type=_at_least(1), default=4, help="start points per round (default 4)")

@@ -1,9 +1,8 @@
-"""CPUs as LLVM sees them: the host's name and features, feature strings, and the vector unit they give.
+"""CPUs as LLVM sees them: the host's name and features, feature strings, and the vector unit they give."""
 
-A feature string is LLVM's: comma-separated names, each "+" (on) or "-" (off). Ours are canonical:
-the features on, sorted, then those off, sorted, so a disabled feature comes last and wins over the
-ones that would imply it. llvmlite is imported only when the host is first asked about.
-"""
+# A feature string is LLVM's: comma-separated names, each "+" (on) or "-" (off). Ours are canonical:
+# the features on, sorted, then those off, sorted, so a disabled feature comes last and wins over the
+# ones that would imply it. llvmlite is imported only when the host is first asked about.
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 so that flexsched.build applies a tuned schedule without searching again.
 
 A workload is a task (name, arguments and the fingerprint of its computation) on a target with all
-its capabilities (Target.identity(), with the CPU and its features, so a record from another CPU never matches), judged one way
+its capabilities (Target.identity(): a record from another CPU never matches), judged one way
 (measured or modelled). The store is a JSON-lines file of ordinary records (explore.records' format,
 checked against its schema on every read; a corrupt line is reported and skipped), appended under
 the file's lock and synced like any record file. A line is added only when it beats its workload's

@@ -1,11 +1,10 @@
-"""The evaluator interface: points of a space in, Evaluations (measured or estimated seconds per run) out.
+"""The evaluator interface: points of a space in, Evaluations (measured or estimated seconds per run) out."""
 
-The search never knows how a point was judged: measurement on the CPU or a GPU (codegen), the FPGA
-model (fpga_model) and the static GPU model are all Evaluators, registered per target kind in
-flexsched.plugins. A failure (a build error, a wrong answer, a timeout, a design the model rejects)
-is an Evaluation with an error, never an exception. The interface sits in the bottom layer so that
-the packages implementing it and explore/, which uses it, all import it from below.
-"""
+# Measurement on a CPU or GPU and the static GPU model (codegen) and the FPGA model (fpga_model) are
+# Evaluators, registered per target kind in flexsched.plugins; the search never knows which judged a
+# point. A failure (a build error, a wrong answer, a timeout, a design the model rejects) is an
+# Evaluation with an error, never an exception. The interface sits in the bottom layer so that the
+# packages implementing it and explore/, which uses it, all import it from below.
 
 from __future__ import annotations
 

@@ -1,11 +1,10 @@
-"""Target kinds and what plugs into them: each kind's evaluators, back end and named devices.
+"""Target kinds and what plugs into them: each kind's evaluators, back end and named devices."""
 
-The module that owns a kind registers them (codegen for cpu and gpu, fpga_model for fpga), so the
-layers that use them never import it: explore/ asks here for an evaluator, codegen for a back end,
-flexsched.target for an FPGA part. OWNERS names the module that registers each kind; it is imported
-on the first question about that kind. A new target kind is one line in OWNERS and a module that
-calls the register_* functions.
-"""
+# The module that owns a kind registers them (codegen for cpu and gpu, fpga_model for fpga), so the
+# layers that use them never import it: explore/ asks here for an evaluator, codegen for a back end,
+# flexsched.target for an FPGA part. OWNERS names the module that registers each kind; it is imported
+# on the first question about that kind. A new target kind is one line in OWNERS and a module that
+# calls the register_* functions.
 
 from __future__ import annotations
 
@@ -36,8 +35,7 @@ def register_evaluator(kind, name, factory, default=False):
 
 
 def register_backend(kind, backend):
-    """The back end of kind: an object, or the name of a module that registers one when imported (a name
-    never replaces an object already registered)."""
+    """The back end of kind: an object, or the module whose import registers one (never replacing an object)."""
     if isinstance(backend, str) and kind in _backends and not isinstance(_backends[kind], str):
         return
     _backends[kind] = backend

@@ -70,9 +70,9 @@ def _host_cores():
 
 
 def cpu_target(text="llvm"):
-    """A CPU target from a TVM-style string: "llvm" (this host), or "llvm" with -mcpu=NAME (LLVM's CPU
-    name), -mattr=+FEATURE,-FEATURE (features on or off, from the host's when -mcpu is the host's or
-    absent) and -num-cores=N. The host itself is named "llvm"; any other CPU by its canonical string."""
+    """A CPU target from a TVM-style string: "llvm" (this host) with -mcpu=NAME, -mattr=+F,-G, -num-cores=N."""
+    # -mattr turns features on or off, from the host's when -mcpu is the host's or absent. The host
+    # itself is named "llvm"; any other CPU by its canonical string.
     return _cpu_target(" ".join(text.split()), _host_cores())
 
 
@@ -150,8 +150,7 @@ def gpu_device(target):
 
 
 def fpga(part=None):
-    """An FPGA target from the parts fpga_model registers (flexsched.plugins); no part means its default,
-    the VU9P (the paper's)."""
+    """An FPGA target from the parts fpga_model registers (flexsched.plugins); no part: the VU9P (the paper's)."""
     from .plugins import devices
 
     parts, default = devices("fpga")
@@ -170,8 +169,7 @@ _TARGETS = {"llvm": host_cpu, "cuda": nvidia_h100, "fpga": xilinx_vu9p}
 
 
 def get_target(name):
-    """The target called name: llvm (this CPU, or $FLEXSCHED_LLVM_TARGET where set) or "llvm -mcpu=...
-    -mattr=..." (see cpu_target), cuda (an H100) or cuda:<gpu>, fpga (a VU9P) or fpga:<device>."""
+    """The target called name: llvm ($FLEXSCHED_LLVM_TARGET, else this CPU), llvm -mcpu=..., cuda[:gpu], fpga[:part]."""
     if isinstance(name, Target):
         return name
     if name == "llvm" and os.environ.get(LLVM_TARGET_VARIABLE, "").strip():

@@ -64,7 +64,8 @@ def test_a_build_that_hangs_times_out_as_one_line():
 
 
 def test_a_build_that_crashes_names_the_signal():
-    expected = rf"^build of GMM\(32, 16, 24\) for {re.escape(LLVM)} crashed the build worker: worker died with signal SIGSEGV"
+    expected = rf"^build of GMM\(32, 16, 24\) for {re.escape(LLVM)} crashed the build worker: worker died with signal " \
+        "SIGSEGV"
     with pytest.raises(BuildError, match=expected):
         build_isolated(TASK, compiler="build_faults:crash_compiler", **LIMITS)
 

@@ -1,10 +1,9 @@
-"""Every subcommand given bad input: exit status 2, one line on stderr, no traceback, nothing written or lost.
+"""Every subcommand given bad input: exit status 2, one line on stderr, no traceback, nothing written or lost."""
 
-Each case runs `flexsched.cli.main` in this process on a folder holding a record file of another task,
-a corrupt record file, a sweep file and a results file; afterwards every file there has the same bytes
-and no file or folder has appeared (here or in the working directory). Cases that would tune must
-fail before the search: none of them starts a measurement worker.
-"""
+# Each case runs `flexsched.cli.main` in this process on a folder holding a record file of another task,
+# a corrupt record file, a sweep file and a results file; afterwards every file there has the same bytes
+# and no file or folder has appeared (there or in the working directory). Cases that would tune must
+# fail before the search: none of them starts a measurement worker.
 
 import io
 import os
@@ -140,6 +139,11 @@ def snapshot(folder):
 @pytest.mark.parametrize("argv, expected", CASES, ids=[" ".join(argv) or "(none)" for argv, _ in CASES])
 def test_bad_input_is_one_line_and_status_2_and_changes_nothing(argv, expected, inputs, capsys, monkeypatch):
     monkeypatch.delenv("FLEXSCHED_LLVM_TARGET", raising=False)
+
+    def no_worker(self):
+        raise AssertionError("a worker started: bad input must fail before any work")
+
+    monkeypatch.setattr("codegen.worker.Worker._start", no_worker)
     argv = [arg.replace("{dir}", str(inputs)) for arg in argv]
     expected = expected.replace("{dir}", str(inputs))
     before, here = snapshot(inputs), sorted(os.listdir("."))

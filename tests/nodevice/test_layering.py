@@ -1,11 +1,10 @@
-"""The import graph follows the layers of ARCHITECTURE.md: a module imports its own layer and those below.
+"""The import graph follows the layers of ARCHITECTURE.md: a module imports its own layer and those below."""
 
-Every import statement counts, at module level and inside functions alike: a lazy import of a higher
-layer is still a dependency on it. What a lower layer needs from above reaches it by registration
-(flexsched.plugins), not by import. Only the public entry points, which live in flexsched/ for the
-user's sake, may import the layers above inside their functions; at module level they import
-flexsched's own modules only, so `import flexsched` stays light.
-"""
+# Every import statement counts, at module level and inside functions alike: a lazy import of a higher
+# layer is still a dependency on it. What a lower layer needs from above reaches it by registration
+# (flexsched.plugins), not by import. Only the public entry points, which live in flexsched/ for the
+# user's sake, may import the layers above inside their functions; at module level they import
+# flexsched's own modules only, so `import flexsched` stays light.
 
 import ast
 import pathlib
@@ -97,8 +96,8 @@ def violations():
             for line, target, lazy in imports(path):
                 why = violation(source, target, lazy)
                 if why:
-                    lines.append(f"{path.relative_to(ROOT)}:{line} imports {target}{' (in a function)' if lazy else ''}, "
-                                 f"layer {LAYER_NAMES[layer(source)]} -> {LAYER_NAMES[layer(target)]}: {why}")
+                    where = f"{path.relative_to(ROOT)}:{line} imports {target}{' (in a function)' if lazy else ''}"
+                    lines.append(f"{where}, layer {LAYER_NAMES[layer(source)]} -> {LAYER_NAMES[layer(target)]}: {why}")
     return lines
 
 
@@ -108,8 +107,10 @@ def test_imports_follow_the_layers():
 
 
 def test_the_checker_sees_lazy_and_relative_imports():
-    assert (True, "explore.optimize") in {(lazy, target) for _, target, lazy in imports(ROOT / "flexsched" / "api.py")}
-    assert (False, "flexsched.errors") in {(lazy, target) for _, target, lazy in imports(ROOT / "flexsched" / "__init__.py")}
+    def found(name):
+        return {(lazy, target) for _, target, lazy in imports(ROOT / "flexsched" / name)}
+
+    assert (True, "explore.optimize") in found("api.py") and (False, "flexsched.errors") in found("__init__.py")
     assert violation("space.generate", "explore.optimize", True)
     assert violation("codegen.hls", "fpga_model.model", False)
     assert violation("explore.evaluator", "codegen.cpu_backend", True)

@@ -34,7 +34,8 @@ def test_every_package_is_discovered():
 
 
 def test_no_folder_of_modules_lacks_an_init():
-    missing = sorted(str(folder.relative_to(ROOT)) for top in TOP_LEVEL for folder in [ROOT / top, *(ROOT / top).rglob("*")]
+    folders = [folder for top in TOP_LEVEL for folder in [ROOT / top, *(ROOT / top).rglob("*")]]
+    missing = sorted(str(folder.relative_to(ROOT)) for folder in folders
                      if folder.is_dir() and folder.name != "__pycache__" and any(folder.glob("*.py"))
                      and not (folder / "__init__.py").exists())
     assert not missing  # setuptools would leave them out of the distribution
@@ -44,7 +45,8 @@ def test_one_version_licence_and_links():
     assert PYPROJECT["project"]["version"] == __version__ == flexsched.__version__
     assert PYPROJECT["project"]["license"] == "Apache-2.0"
     text = (ROOT / "LICENSE").read_text()
-    assert "Apache License" in text and "Version 2.0, January 2004" in text and "Copyright The flexsched authors" in text
+    assert "Apache License" in text and "Version 2.0, January 2004" in text
+    assert "Copyright The flexsched authors" in text
     urls = PYPROJECT["project"]["urls"]
     assert set(urls) == {"Homepage", "Documentation", "Issues"}
     assert all(url.startswith("https://github.com/flexsched/flexsched") for url in urls.values())
