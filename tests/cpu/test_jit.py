@@ -114,7 +114,7 @@ def test_a_computation_written_in_the_function_uses_its_stored_record(private_tu
     point = space.random_point(1)
     schedule = json.loads(space.schedule(point).to_json())
     Database(private_tuning_database).add({
-        "task": task.ref(), "target": flexsched.target.host_cpu().to_dict(), "judged_by": "measured",
+        "task": task.ref(), "target": flexsched.target.get_target("llvm").identity(), "judged_by": "measured",
         "config": space.config(point).to_dict(), "schedule": schedule, "result": {"status": "ok", "seconds": 1e-5},
         "gflops": 1.0, "time": "2025-06-01T00:00:00+00:00", "trials": 3})
     out = jitted(torch.from_numpy(a), torch.from_numpy(b))
