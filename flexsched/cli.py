@@ -290,7 +290,7 @@ def _cmd_tune(args, out):
         out.write(format_gpu_estimate(details))
         summary.update({"predicted": True, "bound": details.get("bound")})
     if args.log:
-        out.write(f"records: {args.log} (rebuild the best with explore.optimize.build_best)\n")
+        out.write(f"records: {args.log} (rebuild the best with flexsched.build_best, or `flexsched export ... --log`)\n")
     cli_database.remember_tuned(result, args, out)
     if args.json:
         out.write(json.dumps(summary) + "\n")
