@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from dataclasses import replace
 
@@ -127,4 +128,5 @@ def lower_for(task, schedule, target, name=None, info=None):
 
 
 def _kernel_name(task):
-    return "".join(ch if ch.isalnum() else "_" for ch in str(task)).strip("_") or "kernel"
+    """A C identifier from the task's text: GMM(32, 32, 32) gives GMM_32_32_32."""
+    return re.sub(r"[^A-Za-z0-9]+", "_", str(task)).strip("_") or "kernel"
