@@ -269,8 +269,11 @@ def _cmd_tune(args, out):
               f"best {result.gflops:.2f} GFLOPS ({result.seconds * 1e3:.4g} ms per run"
               f"{', predicted by the static GPU model' if modelled else ''})\n")
     if result.target.kind in ("cpu", "gpu"):
-        out.write(roofline_line(result, modelled) + "\n")
-        summary.update(roofline_summary(result))
+        from codegen.roof import roof_for
+
+        roof = roof_for(result.target, _roof_file())   # measured (or read) once for the line and the summary
+        out.write(roofline_line(result, modelled, roof) + "\n")
+        summary.update(roofline_summary(result, roof))
     reused = f", {result.reused} reused from a run sharing the log" if result.reused else ""
     out.write(f"{result.trials} trials ({result.evaluated} evaluated now{reused}, {summary['ok']} ok), "
               f"stopped by {result.stop_reason}, {summary['elapsed']:.1f} s\n")
@@ -296,28 +299,26 @@ def _cmd_tune(args, out):
         out.write(json.dumps(summary) + "\n")
 
 
-def roofline_line(result, modelled):
+def roofline_line(result, modelled, roof):
     """'roofline: X GFLOPS, Y GB/s: memory-bound, Z% of the memory roof (...)' for a CPU or GPU result."""
-    from codegen.roof import describe, roof_for
+    from codegen.roof import describe
 
     what = "predicted" if modelled else "measured"
     return f"roofline ({what}): " + describe(result.gflops, result.gbps, result.history.flops,
-                                                 result.history.bytes_moved, roof_for(result.target, _roof_file()))
+                                                 result.history.bytes_moved, roof)
 
 
 def _roof_file():
     """Where the best roofs measured on this machine are kept: the user's cache directory."""
     import os
 
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "flexsched", "roofs.json")
+    from .database import user_cache_dir
+
+    return os.path.join(user_cache_dir(), "roofs.json")
 
 
-def roofline_summary(result):
+def roofline_summary(result, roof):
     """The roof fields of the --json summary: which roof binds and the peaks it was judged by."""
-    from codegen.roof import roof_for
-
-    roof = roof_for(result.target, _roof_file())
     return {"bound": roof.bound(result.history.flops, result.history.bytes_moved), "roof": roof.to_dict()}
 
 

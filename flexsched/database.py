@@ -27,13 +27,18 @@ class DatabaseError(FlexschedError):
     """A record the database cannot take, or a file it cannot read."""
 
 
+def user_cache_dir():
+    """flexsched's folder in the user's cache directory (XDG_CACHE_HOME or ~/.cache)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "flexsched")
+
+
 def default_path():
-    """$FLEXSCHED_DB, else tuning.jsonl in the user's cache directory (XDG_CACHE_HOME or ~/.cache)."""
+    """$FLEXSCHED_DB, else tuning.jsonl in the user's cache directory."""
     configured = os.environ.get(ENVIRONMENT_VARIABLE)
     if configured:
         return _file_of(configured)
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "flexsched", FILE_NAME)
+    return os.path.join(user_cache_dir(), FILE_NAME)
 
 
 def _file_of(path):
