@@ -32,8 +32,16 @@ def _gpu_model(target, **options):
     return GpuModelEvaluator(target, **options)
 
 
+def _features(task, schedule, target, info=None):
+    from .features import features_of
+
+    return features_of(task, schedule, target, info)
+
+
 plugins.register_evaluator("cpu", "measure", _cpu_measure, default=True)
 plugins.register_evaluator("gpu", "measure", _gpu_measure, default=True)
 plugins.register_evaluator("gpu", "model", _gpu_model)
 plugins.register_backend("cpu", "codegen.cpu_backend")
 plugins.register_backend("gpu", "codegen.cuda_backend")
+plugins.register_featurizer("cpu", _features)
+plugins.register_featurizer("gpu", _features)

@@ -83,6 +83,15 @@ class SearchMethod(ABC):
     def propose(self, count) -> list[Proposal]:
         """At most count proposals (fewer when the space runs out; none ends the search)."""
 
+    def propose_pool(self, count, ratio):
+        """What propose would give with ratio times the starts and the count: a pool for a cost model to screen."""
+        starts = self.starts
+        self.starts = starts * ratio
+        try:
+            return self.propose(count * ratio)
+        finally:
+            self.starts = starts
+
     def observe(self, proposals, entries):
         """The history entries the proposals became, in order."""
 

@@ -52,6 +52,8 @@ class TuneResult:
     finalists: tuple = ()     # the re-timed finalists (explore.finalists.Finalist), fastest first; () if none
     seed: int = 0
     judged_by: str = "measured"   # how the evaluator judged points ("measured" or "modelled")
+    screened_out: int = 0         # proposals a cost model ranked out, never evaluated
+    cost_model: Any = None        # the explore.cost_model.CostModel that screened, trained on this search
 
     @property
     def gbps(self):
@@ -66,7 +68,8 @@ class TuneResult:
                 "best_gbps": self.gbps, "flops": self.history.flops, "bytes": self.history.bytes_moved,
                 "config": self.config.to_dict(), "elapsed": self.history.entries[-1].elapsed,
                 "space": self.space.name if self.space is not None else None,
-                "finalists": len(self.finalists)}
+                "finalists": len(self.finalists), "screened_out": self.screened_out,
+                "cost_model": self.cost_model.name if self.cost_model is not None else None}
 
     def best_record(self):
         """The record line of the chosen best point, with the run's trial count: what a tuning
@@ -136,7 +139,7 @@ def space_for(task, target, space=None, info=None):
 
 def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False, seed=0, evaluator=None,
              starts=4, gamma=DEFAULT_GAMMA, early_stopping=None, min_improvement=0.01, build_kernel=True, progress=None,
-             evaluator_options=None, space=None, finalists=0, **method_options):
+             evaluator_options=None, space=None, finalists=0, cost_model=None, screen_ratio=None, **method_options):
     """Search the schedule space of `task` on `target`; a TuneResult with the best point found.
 
     task: a Task, (name, *args) of a registered task, or the output tensor(s) of a computation. method: "q" (Q-network directions), "p" (every direction)
@@ -147,6 +150,9 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     without a relative improvement of min_improvement. finalists: re-time the search's fastest
     this many points side by side after the search and report the fastest of them (explore.finalists;
     only for measured targets this process can build for; 0: the search's own best).
+    cost_model: "xgb" or "gnn" (a new model learning from this search), a saved model's file, or an
+    explore.cost_model.CostModel: each round, screen_ratio times more points are proposed than evaluated
+    and the model's best-ranked are evaluated (explore.guided); None: every proposal is evaluated.
     """
     from analysis import analyze
     from space import generate
@@ -186,10 +192,22 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
         if progress:
             progress(history)
 
+    screen = None
+    if cost_model is not None:
+        from .guided import DEFAULT_RATIO, ModelScreen
+
+        try:
+            screen = ModelScreen(cost_model, task, space, target, screen_ratio or DEFAULT_RATIO, seed=seed)
+        except BaseException:
+            if shared:
+                shared.close()
+            if own_evaluator:
+                evaluator.close()
+            raise
     try:
         search = Search(task, space, evaluator, method, seed=seed, starts=starts, gamma=gamma,
                         early_stopping=early_stopping, min_improvement=min_improvement, on_entry=on_entry,
-                        shared=shared, **method_options)
+                        shared=shared, screen=screen, **method_options)
         outcome = search.run(trials, history)
     finally:
         if shared:
@@ -216,4 +234,5 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     return TuneResult(task, target, method, space.config(best.point), schedule, seconds,
                       space.info.flops / seconds / 1e9 if retimed else best.gflops,
                       kernel, history, len(history), len(history) - outcome.resumed - outcome.reused,
-                      outcome.stop_reason, outcome.reused, report, space, retimed, seed, judged_by)
+                      outcome.stop_reason, outcome.reused, report, space, retimed, seed, judged_by,
+                      screen.screened_out if screen else 0, screen.model if screen else None)

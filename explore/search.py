@@ -13,6 +13,10 @@ Shared record files: with `shared` (explore.claims.SharedRecords), each batch of
 claimed: a point another run already recorded joins the history with that run's result (reused,
 not evaluated), a point another run is evaluating is waited for after this run's own points are
 evaluated and recorded, and the rest are evaluated here and recorded through `shared`.
+
+Model guidance: with `screen` (explore.guided.ModelScreen), each round the method proposes `ratio`
+times as many points as it would measure, the screen's cost model ranks them and only the best
+ranked are evaluated; the screen learns from every evaluated point.
 """
 
 from __future__ import annotations
@@ -64,7 +68,7 @@ class Search:
     """One tuning job: a task's space searched by a method with an evaluator."""
 
     def __init__(self, task, space, evaluator, method="q", seed=0, starts=4, gamma=DEFAULT_GAMMA, early_stopping=None,
-                 min_improvement=0.01, max_warmup=64, on_entry=None, shared=None, **method_options):
+                 min_improvement=0.01, max_warmup=64, on_entry=None, shared=None, screen=None, **method_options):
         self.task = task
         self.space = space
         self.evaluator = evaluator
@@ -77,6 +81,7 @@ class Search:
         self.min_improvement = min_improvement
         self.on_entry = on_entry or (lambda entry: None)
         self.shared = shared
+        self.screen = screen
         self.method_options = method_options
 
     def run(self, trials, history=None):
@@ -139,20 +144,31 @@ class Search:
                     break
             return entries
 
-        self._warm_up(history, method, evaluate, trials)
+        screen = self.screen
+        if screen is not None:
+            screen.observe(list(history))
+        self._warm_up(history, method, evaluate, trials, screen)
         stop_reason = "trials"
         while len(history) < trials:
             if stopper.should_stop(len(history)):
                 stop_reason = "early_stopping"
                 break
-            proposals = method.propose(trials - len(history))
+            wanted = trials - len(history)
+            if screen is not None:  # a guided round measures at most `starts` points, screened once the model can
+                pool = method.propose_pool(wanted, screen.ratio) if screen.active else method.propose(wanted)
+                proposals = screen.select(pool, min(wanted, self.starts))
+            else:
+                proposals = method.propose(wanted)
             if not proposals:
                 stop_reason = "exhausted"
                 break
-            method.observe(proposals, evaluate(proposals))
+            entries = evaluate(proposals)
+            if screen is not None:
+                screen.observe(entries)
+            method.observe(proposals, entries)
         return SearchOutcome(history, stop_reason, resumed, len(reused))
 
-    def _warm_up(self, history, method, evaluate, trials):
+    def _warm_up(self, history, method, evaluate, trials, screen=None):
         tried = 0
         while history.num_ok == 0:
             if tried >= self.max_warmup:
@@ -169,7 +185,9 @@ class Search:
                 raise ExplorationError(
                     f"every point of the space of {self.task} failed; the first failure "
                     f"({first.evaluation.status}): {first.evaluation.error}")
-            evaluate(proposals)
+            entries = evaluate(proposals)
+            if screen is not None:
+                screen.observe(entries)
             tried += len(proposals)
 
 

@@ -9,7 +9,7 @@ import sys
 import time
 import warnings
 
-from . import cli_database
+from . import cli_cost_model, cli_database
 from .errors import FlexschedError
 
 EXIT_USAGE = 2
@@ -89,6 +89,7 @@ def _build_parser():
     tune.add_argument("--seed", type=_at_least(0), default=0)
     tune.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
     cli_database.add_tune_options(tune)
+    cli_cost_model.add_tune_options(tune)
     templates = commands.add_parser("templates", help="the hand-written schedule templates, per operator")
     templates.add_argument("op", metavar="OP", nargs="?", help="only this operator's")
     templates.add_argument("args", metavar="ARG", nargs="*",
@@ -124,6 +125,7 @@ def _build_parser():
     report.add_argument("-o", "--output", metavar="DIR", help="write DIR/report.md and PNG plots there "
                                                               "(default: the table on stdout)")
     cli_database.add_commands(commands)
+    cli_cost_model.add_commands(commands)
     _add_module_options(parser, commands)   # last: every subcommand, the database's too, takes -m
     return parser
 
@@ -251,6 +253,7 @@ def _cmd_tune(args, out):
 
     if args.resume and not args.log:
         raise FlexschedError("--resume needs a record file to continue from (--log FILE)")
+    cli_cost_model.check_tune_options(args)
     task = task_from_command_line(args.op, args.args)
     target = f"{args.target}:{args.device}" if args.device else args.target
     progress = ProgressBar(args.trials, sys.stderr) if _informing() else None
@@ -258,6 +261,7 @@ def _cmd_tune(args, out):
         result = optimize(task, target, trials=args.trials, method=args.method, log=args.log, resume=args.resume,
                           seed=args.seed, starts=args.starts, early_stopping=args.early_stop, progress=progress,
                           evaluator=args.evaluator, space=_space_name(args), finalists=args.finalists,
+                          cost_model=args.cost_model, screen_ratio=args.screen_ratio,
                           build_kernel=False)  # the record file keeps the result
     finally:
         if progress:
@@ -279,6 +283,11 @@ def _cmd_tune(args, out):
               f"stopped by {result.stop_reason}, {summary['elapsed']:.1f} s\n")
     if result.resumed_from is not None:
         out.write(result.resumed_from.line() + "\n")
+    if result.cost_model is not None:
+        out.write(f"cost model {result.cost_model.name}: ranked out {result.screened_out} proposals, never measured\n")
+        if args.save_cost_model:
+            result.cost_model.save(args.save_cost_model)
+            out.write(f"cost model saved to {args.save_cost_model}\n")
     if result.finalists:
         out.write(f"re-timed the search's fastest {len(result.finalists)} side by side: "
                   + ", ".join(f"{f.seconds * 1e3:.4g} ms (search {f.search_seconds * 1e3:.4g})"
@@ -499,12 +508,13 @@ def _cmd_report(args, out):
 
 _COMMANDS = {"ops": _cmd_ops, "analyze": _cmd_analyze, "space": _cmd_space, "tune": _cmd_tune, "best": _cmd_best,
              "hls": _cmd_hls, "templates": _cmd_templates,
-             "sweep": _cmd_sweep, "report": _cmd_report, **cli_database.COMMANDS}
+             "sweep": _cmd_sweep, "report": _cmd_report, **cli_database.COMMANDS, **cli_cost_model.COMMANDS}
 
 
 # Options naming a file the command writes (its folder must exist) or a folder it writes in (made with
 # any missing parents, under a writable one): checked before any work, so a bad path costs nothing.
-_FILE_OPTIONS = {"log": "--log", "results": "--results", "db": "--db"}
+_FILE_OPTIONS = {"log": "--log", "results": "--results", "db": "--db", "model_file": "-o/--output",
+                 "save_cost_model": "--save-cost-model"}
 _FOLDER_OPTIONS = {"output": "-o/--output", "records": "--records"}
 
 

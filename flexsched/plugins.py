@@ -24,6 +24,7 @@ _evaluators = {}   # kind -> {name: factory(target, **options) -> flexsched.eval
 _defaults = {}     # kind -> the evaluator name used when none is asked for
 _backends = {}     # kind -> a back end object, or the module whose import registers it
 _devices = {}      # kind -> ({device name: Target fields}, default device name)
+_featurizers = {}  # kind -> features(task, schedule, target, info=None) -> a candidate's features for cost models
 _loaded = set()    # kinds whose owner has been imported
 
 
@@ -39,6 +40,21 @@ def register_backend(kind, backend):
     if isinstance(backend, str) and kind in _backends and not isinstance(_backends[kind], str):
         return
     _backends[kind] = backend
+
+
+def register_featurizer(kind, features):
+    """Make features(task, schedule, target, info=None) what learned cost models read of a candidate of kind."""
+    _featurizers[kind] = features
+
+
+def featurizer(kind):
+    """The features function of a target kind (of a Target), for learned cost models."""
+    kind = getattr(kind, "kind", kind)
+    _load(kind)
+    if kind not in _featurizers:
+        raise PluginError(f"no candidate features for target kind '{kind}'; learned cost models need a loop IR, "
+                          f"which kinds {', '.join(sorted(_featurizers)) or 'none'} have")
+    return _featurizers[kind]
 
 
 def register_devices(kind, devices, default):

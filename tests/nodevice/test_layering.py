@@ -17,7 +17,7 @@ PACKAGES = ("flexsched", "analysis", "space", "codegen", "fpga_model", "explore"
 # commands, sweeps, reports, the library baseline).
 ENTRY_POINTS = frozenset({
     "flexsched", "flexsched.api", "flexsched.autotuner", "flexsched.database", "flexsched.torch_ops",
-    "flexsched.__main__", "flexsched.cli", "flexsched.cli_database", "flexsched.sweep", "flexsched.sweep_spec",
+    "flexsched.__main__", "flexsched.cli", "flexsched.cli_database", "flexsched.cli_cost_model", "flexsched.sweep", "flexsched.sweep_spec",
     "flexsched.report", "flexsched.library",
 })
 CORE, ENTRY = 1, 6
