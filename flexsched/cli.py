@@ -120,6 +120,8 @@ def _build_parser():
     sweep.add_argument("--rounds", type=_at_least(1), help="replace the file's rounds of the side-by-side comparison")
     sweep.add_argument("--results", metavar="FILE", help="replace the file's results path")
     sweep.add_argument("--records", metavar="DIR", help="replace the file's records directory")
+    sweep.add_argument("--cost-model", metavar="MODEL",
+                       help="screen every tuning job's proposals with a cost model (xgb, gnn or a saved model's file)")
     report = commands.add_parser("report", help="a markdown table (and plots) of a sweep's results file")
     report.add_argument("results", metavar="RESULTS", help="the results file a sweep wrote")
     report.add_argument("-o", "--output", metavar="DIR", help="write DIR/report.md and PNG plots there "
@@ -476,7 +478,7 @@ def _cmd_sweep(args, out):
     from .sweep_spec import load_spec
 
     spec = load_spec(args.spec, trials=args.trials, finalists=args.finalists, rounds=args.rounds,
-                     results=args.results, records=args.records)
+                     results=args.results, records=args.records, cost_model=args.cost_model)
     run_sweep(spec, sys.stderr if _informing() else _Discard())
     out.write(f"results: {spec.results} (records in {spec.records}; `flexsched report {spec.results}`)\n")
 

@@ -91,7 +91,7 @@ def run_job(spec, case, task, target, contender, seed, path, budget_s, report):
         try:
             stop = optimize(task, target, trials=spec.trials, method=method_of(contender, spec), log=str(path),
                             resume=True, seed=seed, space=space_name(contender), build_kernel=False,
-                            progress=progress).stop_reason
+                            progress=progress, cost_model=spec.cost_model, screen_ratio=spec.screen_ratio).stop_reason
         except _OutOfTime:
             stop = "time budget"
     records = job_records(path, task, target)

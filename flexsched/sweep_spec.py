@@ -32,7 +32,7 @@ from .errors import FlexschedError
 METHODS = ("q", "p", "random")
 LIBRARY = "library"
 KEYS = {"name", "trials", "seeds", "targets", "contenders", "template_method", "finalists", "rounds",
-        "time_budget_s", "results", "records", "cases", "description", "modules"}
+        "time_budget_s", "results", "records", "cases", "description", "modules", "cost_model", "screen_ratio"}
 CASE_KEYS = {"name", "op", "args"}
 
 
@@ -71,6 +71,8 @@ class SweepSpec:
     results: Path
     records: Path
     modules: tuple = ()   # the modules the file names, loaded when it was read
+    cost_model: str | None = None    # screen every tuning job's proposals with this model (a name or a saved file)
+    screen_ratio: int | None = None  # candidates ranked per candidate measured
 
     @property
     def tuners(self):
@@ -155,6 +157,12 @@ def parse_spec(data, path="sweep"):
     budget = data.get("time_budget_s")
     if budget is not None and (isinstance(budget, bool) or not isinstance(budget, (int, float)) or budget <= 0):
         _fail(path, "time_budget_s", f"must be a positive number of seconds, got {budget!r}")
+    cost_model = data.get("cost_model")
+    if cost_model is not None and (not isinstance(cost_model, str) or not cost_model):
+        _fail(path, "cost_model", f"must be a model name (xgb, gnn) or a saved model's file, got {cost_model!r}")
+    screen_ratio = _int(path, data, "screen_ratio", None, 1) if "screen_ratio" in data else None
+    if screen_ratio is not None and cost_model is None:
+        _fail(path, "screen_ratio", "needs cost_model")
     name = data.get("name", Path(str(path)).stem)
     paths = {}
     for field, default in (("results", f"{name}.json"), ("records", f"{name}_records")):
@@ -193,7 +201,7 @@ def parse_spec(data, path="sweep"):
         parsed.append(Case(case_name, op, tuple(args)))
     return SweepSpec(name, tuple(parsed), targets, contenders, trials, tuple(seeds), template_method, finalists,
                      rounds, float(budget) if budget is not None else None, paths["results"], paths["records"],
-                     modules)
+                     modules, cost_model, screen_ratio)
 
 
 def _load_modules(path, data):

@@ -186,3 +186,16 @@ def test_cost_model_options_need_a_model(capsys):
     assert "--screen-ratio and --save-cost-model need --cost-model" in capsys.readouterr().err
     assert main(["cost-model", "rank", "/nonexistent/model.json", "x.jsonl"]) == 2
     assert "cannot read the cost model" in capsys.readouterr().err
+
+
+def test_sweep_files_name_a_cost_model():
+    from flexsched.sweep_spec import SpecError, parse_spec
+
+    base = {"trials": 4, "contenders": ["q"], "cases": [{"op": "GMM", "args": [8, 8, 8]}]}
+    spec = parse_spec({**base, "cost_model": "xgb", "screen_ratio": 4})
+    assert (spec.cost_model, spec.screen_ratio) == ("xgb", 4)
+    assert parse_spec(base).cost_model is None
+    with pytest.raises(SpecError, match="'screen_ratio': needs cost_model"):
+        parse_spec({**base, "screen_ratio": 4})
+    with pytest.raises(SpecError, match="'cost_model': must be a model name"):
+        parse_spec({**base, "cost_model": 3})
