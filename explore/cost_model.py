@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import warnings
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -155,6 +156,8 @@ def samples_from_records(paths, judged_by="measured"):
     grouped = {}
     skipped = 0
     for path in paths:
+        if not os.path.isfile(path):
+            raise CostModelError(f"no record file '{path}'")
         for record in load_records(path):
             if record.schedule is None or not record.same_judge(judged_by):
                 skipped += 1

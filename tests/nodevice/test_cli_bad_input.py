@@ -113,6 +113,14 @@ CASES = [
      "no record file '{dir}/nothing.jsonl'"),
     (["export", "GMM", "16", "16", "16", "-o", "{dir}/lib", "--log", "{dir}/other.jsonl"],
      "no successful record of GMM(16, 16, 16) on llvm"),
+    (["cost-model"], "the following arguments are required: ACTION"),
+    (["cost-model", "train", "{dir}/nothing.jsonl", "-o", "{dir}/m.json"], "no record file '{dir}/nothing.jsonl'"),
+    (["cost-model", "train", "{dir}/other.jsonl", "-o", "/proc/m.json"], "-o/--output /proc/m.json: cannot write in /proc"),
+    (["cost-model", "train", "{dir}/other.jsonl", "--model", "forest", "-o", "{dir}/m.json"],
+     "argument --model: invalid choice: 'forest'"),
+    (["cost-model", "rank", "{dir}/corrupt.jsonl", "{dir}/other.jsonl"], "not a saved cost model"),
+    (["tune", "GMM", "16", "16", "16", "--cost-model", "forest"], "cost model 'forest': neither a model name (xgb, gnn) nor a saved model file"),
+    (["tune", "GMM", "16", "16", "16", "--screen-ratio", "4"], "--screen-ratio and --save-cost-model need --cost-model"),
     (["report"], "the following arguments are required: RESULTS"),
     (["report", "{dir}/nothing.json"], "no results file '{dir}/nothing.json'"),
     (["report", "{dir}/corrupt.jsonl"], "cannot read results file"),
@@ -152,7 +160,7 @@ def test_bad_input_is_one_line_and_status_2_and_changes_nothing(argv, expected, 
     captured = capsys.readouterr()
     err = captured.err
     assert status == 2, err
-    assert re.match(r"flexsched( [a-z]+)?: error: ", err) and err.count("\n") == 1 and err.endswith("\n"), err
+    assert re.match(r"flexsched( [a-z-]+)*: error: ", err) and err.count("\n") == 1 and err.endswith("\n"), err
     assert expected in err, err
     assert "Traceback" not in err and out.getvalue() == "" and captured.out == ""
     assert snapshot(inputs) == before and sorted(os.listdir(".")) == here
