@@ -14,12 +14,14 @@ one line saying what to install.
 from __future__ import annotations
 
 import logging
+import socket
 from dataclasses import dataclass
 
 from flexsched.errors import FlexschedError
 
 MEASURE_RESOURCE = "flexsched_measure"
 INSTALL_HINT = "Ray is not installed: pip install 'flexsched[distributed]'"
+REACH_TIMEOUT_S = 5.0
 LOCAL = "local"   # Ray's address for a new local cluster, even where one was started with `ray start`
 
 
@@ -83,6 +85,7 @@ class Connection:
             if self.cluster.address in (None, LOCAL):
                 options.update(address=LOCAL, resources={MEASURE_RESOURCE: 1})
             else:
+                _check_reachable(self.cluster)   # Ray itself keeps trying for minutes
                 options.update(address=self.cluster.address)
             try:
                 ray.init(**options)
@@ -112,6 +115,17 @@ class Connection:
         self.close()
 
 
+def _check_reachable(cluster):
+    """ClusterError at once if nothing listens at a HOST:PORT (or ray://HOST:PORT) address."""
+    host, _, port = cluster.address.partition("://")[2 if "://" in cluster.address else 0].rpartition(":")
+    if not host or not port.isdigit():
+        return   # "auto", or a form Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=REACH_TIMEOUT_S).close()
+    except OSError as err:
+        raise ClusterError(f"cannot reach {cluster.where()}: {err.strerror or err}") from None
+
+
 def lost_worker_errors(ray):
     """The exceptions ray.get raises when a task's worker or node is gone (after its retries), not
     when the task itself raised."""
@@ -121,10 +135,11 @@ def lost_worker_errors(ray):
     return tuple(getattr(exceptions, name) for name in names if hasattr(exceptions, name))
 
 
-def cause_of(ray, err):
-    """The exception a remote task raised (a FlexschedError stays what it was), or err itself."""
-    if isinstance(err, ray.exceptions.RayTaskError):
-        cause = getattr(err, "cause", None)
-        if isinstance(cause, BaseException):
-            return cause
-    return err
+def cause_of(ray, err, cluster):
+    """What a remote task raised, to raise here: a FlexschedError as it was; anything else (a node
+    without flexsched's code, a bug) as a one-line ClusterError."""
+    cause = getattr(err, "cause", None) if isinstance(err, ray.exceptions.RayTaskError) else err
+    if isinstance(cause, FlexschedError):
+        return cause
+    lines = str(cause).strip().splitlines() or [""]
+    return ClusterError(f"a task failed on {cluster.where()}: {type(cause).__name__}: {lines[0][:300]}")

@@ -72,7 +72,7 @@ class RayEvaluator(Evaluator):
         try:
             return ray.get(ref)
         except ray.exceptions.RayTaskError as err:
-            raise cause_of(ray, err) from None
+            raise cause_of(ray, err, self.cluster) from None
 
     def close(self):
         self._connection.close()

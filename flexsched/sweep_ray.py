@@ -90,7 +90,7 @@ def search_on_cluster(spec, jobs, cluster, stream=None):
                 progress.line("lost")
                 continue
             except ray.exceptions.RayTaskError as err:
-                cause = cause_of(ray, err)
+                cause = cause_of(ray, err, connection.cluster)
                 failures.append(f"{job.where}: {cause}")
                 progress.line(f"failed: {cause}")
                 continue

@@ -102,3 +102,12 @@ def test_a_worker_killed_mid_measurement_loses_only_its_candidate_once_and_twice
     assert "lost twice" in lost.evaluation.error
     assert sorted((faults / "kills").read_text().split()) == ["always", "always", "once"]
     assert [r.evaluation.status for r in load_records(log)] == statuses   # recorded here, in order
+
+
+def test_a_cluster_without_measurement_slots_is_refused(faults, monkeypatch):
+    from explore.ray_cluster import ClusterError, Connection
+
+    monkeypatch.setattr(ray, "cluster_resources", lambda: {"CPU": 2.0})
+    with pytest.raises(ClusterError, match="no node of a local Ray cluster offers the 'flexsched_measure' resource"):
+        Connection(TWO_AT_ONCE).open()
+    assert ray.is_initialized()   # the cluster it did not start stays up

@@ -41,3 +41,9 @@ def test_cluster_values():
         Cluster(per_node=0)
     with pytest.raises(ClusterError, match="ray must be True, a cluster address"):
         Cluster.of(3)
+
+
+def test_an_address_nothing_listens_at_is_one_line_at_once(capsys):
+    pytest.importorskip("ray")
+    assert main(["tune", "GMM", "16", "16", "16", "--trials", "2", "--ray", "127.0.0.1:1"]) == 2
+    assert capsys.readouterr().err.startswith("flexsched: error: cannot reach the Ray cluster at 127.0.0.1:1: ")
