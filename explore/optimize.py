@@ -139,7 +139,8 @@ def space_for(task, target, space=None, info=None):
 
 def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False, seed=0, evaluator=None,
              starts=4, gamma=DEFAULT_GAMMA, early_stopping=None, min_improvement=0.01, build_kernel=True, progress=None,
-             evaluator_options=None, space=None, finalists=0, cost_model=None, screen_ratio=None, **method_options):
+             evaluator_options=None, space=None, finalists=0, cost_model=None, screen_ratio=None, ray=None,
+             **method_options):
     """Search the schedule space of `task` on `target`; a TuneResult with the best point found.
 
     task: a Task, (name, *args) of a registered task, or the output tensor(s) of a computation. method: "q" (Q-network directions), "p" (every direction)
@@ -152,11 +153,11 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     only for measured targets this process can build for; 0: the search's own best).
     cost_model: "xgb" or "gnn" (a new model learning from this search), a saved model's file, or an
     explore.cost_model.CostModel: each round, screen_ratio times more points are proposed than evaluated
-    and the model's best-ranked are evaluated (explore.guided); None: every proposal is evaluated.
+    and the model's best-ranked are evaluated (explore.guided); None: every proposal is evaluated.    ray: measure
+    the candidates on a Ray cluster (True: a local one, "ADDRESS", or an explore.ray_cluster.Cluster),
+    each by the target kind's evaluator on the node that runs it (explore.ray_evaluator); the records,
+    the finalists and the kernel stay here.
     """
-    from analysis import analyze
-    from space import generate
-
     task = _task_of(task)
     target = get_target(target)
     if resume and not log:
@@ -167,7 +168,14 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     if log:
         check_record_file(log)
     own_evaluator = evaluator is None or isinstance(evaluator, str)
-    if own_evaluator:
+    if ray not in (None, False) and not own_evaluator:
+        raise ExplorationError("ray= measures with the target's own evaluator on each node: give it an "
+                               "evaluator name, not an Evaluator (or pass an explore.ray_evaluator.RayEvaluator)")
+    if own_evaluator and ray not in (None, False):
+        from .ray_evaluator import RayEvaluator
+
+        evaluator = RayEvaluator(target, ray, evaluator, **(evaluator_options or {}))
+    elif own_evaluator:
         evaluator = evaluator_for(target, evaluator, **(evaluator_options or {}))
     try:  # every refusal comes before the record file is written to
         if hasattr(evaluator, "check"):

@@ -16,8 +16,9 @@ from codegen.measure import STATUSES as MEASURED_STATUSES
 from flexsched.errors import FlexschedError
 from flexsched.schedule import ScheduleError, step_from_dict
 
-# The models' verdicts besides "ok": explore.evaluator's GPU model and fpga_model's evaluator.
-STATUSES = MEASURED_STATUSES + ("rejected", "error")
+# The models' verdicts besides "ok": explore.evaluator's GPU model and fpga_model's evaluator; and
+# a candidate whose Ray worker was lost twice (explore.ray_evaluator).
+STATUSES = MEASURED_STATUSES + ("rejected", "error", "worker_lost")
 REQUIRED = ("task", "target", "config", "result")
 # record_line writes at most 6 levels (a GPU estimate's launches in result.details); anything
 # far deeper is hostile, and Config, json.dumps and friends recurse over it.

@@ -245,6 +245,17 @@ class RecordWriter:
             if sync:
                 os.fsync(self._file.fileno())
 
+    def append_lines(self, lines):
+        """Append whole lines written elsewhere (a sweep job's, searched on another machine), as they are, synced."""
+        if not lines:
+            return
+        with self.locked():
+            size = os.fstat(self._file.fileno()).st_size
+            torn = size > 0 and os.pread(self._file.fileno(), 1, size - 1) != b"\n" and not lines.startswith(b"\n")
+            self._file.write((b"\n" if torn else b"") + lines)
+            self._file.flush()
+            os.fsync(self._file.fileno())
+
     def close(self):
         self._file.close()
 

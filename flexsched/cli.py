@@ -87,6 +87,7 @@ def _build_parser():
                       help="after the search, rebuild its fastest K points, check them again and time them side by "
                            "side; report the fastest (default 0: the search's own best, no extra builds)")
     tune.add_argument("--seed", type=_at_least(0), default=0)
+    _add_ray_options(tune, "measure the candidates")
     tune.add_argument("--json", action="store_true", help="end with one JSON object on the last line")
     cli_database.add_tune_options(tune)
     cli_cost_model.add_tune_options(tune)
@@ -122,6 +123,7 @@ def _build_parser():
     sweep.add_argument("--records", metavar="DIR", help="replace the file's records directory")
     sweep.add_argument("--cost-model", metavar="MODEL",
                        help="screen every tuning job's proposals with a cost model (xgb, gnn or a saved model's file)")
+    _add_ray_options(sweep, "run the tuning jobs")
     report = commands.add_parser("report", help="a markdown table (and plots) of a sweep's results file")
     report.add_argument("results", metavar="RESULTS", help="the results file a sweep wrote")
     report.add_argument("-o", "--output", metavar="DIR", help="write DIR/report.md and PNG plots there "
@@ -130,6 +132,24 @@ def _build_parser():
     cli_cost_model.add_commands(commands)
     _add_module_options(parser, commands)   # last: every subcommand, the database's too, takes -m
     return parser
+
+
+def _add_ray_options(command, what):
+    """--ray [ADDRESS] and --ray-per-node N (explore.ray_cluster; needs the distributed extra)."""
+    command.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                         help=f"{what} on a Ray cluster: a local one, or the one at ADDRESS ('auto': the one "
+                              "`ray start --head` started here); pip install 'flexsched[distributed]'")
+    command.add_argument("--ray-per-node", type=_at_least(1), default=1, metavar="N",
+                         help="with --ray: measurements each node takes at once (default 1: one, for quiet timing)")
+
+
+def _ray_cluster(args):
+    """The explore.ray_cluster.Cluster that --ray names, or None."""
+    if args.ray is None:
+        return None
+    from explore.ray_cluster import Cluster
+
+    return Cluster(args.ray or None, args.ray_per_node)
 
 
 def _add_module_options(parser, commands):
@@ -264,7 +284,7 @@ def _cmd_tune(args, out):
                           seed=args.seed, starts=args.starts, early_stopping=args.early_stop, progress=progress,
                           evaluator=args.evaluator, space=_space_name(args), finalists=args.finalists,
                           cost_model=args.cost_model, screen_ratio=args.screen_ratio,
-                          build_kernel=False)  # the record file keeps the result
+                          build_kernel=False, ray=_ray_cluster(args))  # the record file keeps the result
     finally:
         if progress:
             progress.finish()
@@ -479,7 +499,7 @@ def _cmd_sweep(args, out):
 
     spec = load_spec(args.spec, trials=args.trials, finalists=args.finalists, rounds=args.rounds,
                      results=args.results, records=args.records, cost_model=args.cost_model)
-    run_sweep(spec, sys.stderr if _informing() else _Discard())
+    run_sweep(spec, sys.stderr if _informing() else _Discard(), _ray_cluster(args))
     out.write(f"results: {spec.results} (records in {spec.records}; `flexsched report {spec.results}`)\n")
 
 

@@ -74,26 +74,36 @@ def job_records(path, task, target):
     return sorted((r for r in load_records(path) if r.matches(task, target)), key=lambda r: r.data["trial"])
 
 
-def run_job(spec, case, task, target, contender, seed, path, budget_s, report):
-    """JobOutcome of one tuning job: searched (resumed from its file) unless its file holds its trials."""
+def tune_job(task, target, trials, method, space, seed, path, budget_s, report, cost_model=None, screen_ratio=None):
+    """Search one job into its record file, resuming from it; the stop reason ("resumed" if the file
+    already holds its trials, "time budget" if budget_s ran out, else the search's)."""
+    from explore.optimize import optimize
+
+    if len(job_records(path, task, target)) >= trials:
+        return "resumed"
+    started = time.monotonic()
+
+    def progress(history):
+        report(history)
+        if budget_s is not None and time.monotonic() - started > budget_s:
+            raise _OutOfTime()
+    try:
+        return optimize(task, target, trials=trials, method=method, log=str(path), resume=True, seed=seed,
+                        space=space, build_kernel=False, progress=progress, cost_model=cost_model,
+                        screen_ratio=screen_ratio).stop_reason
+    except _OutOfTime:
+        return "time budget"
+
+
+def run_job(spec, case, task, target, contender, seed, path, budget_s, report, stop=None):
+    """JobOutcome of one tuning job: searched (resumed from its file) unless its file holds its trials,
+    or `stop` says it was searched elsewhere (on a cluster) and why it stopped."""
     from explore.finalists import retime
-    from explore.optimize import build_best, optimize
+    from explore.optimize import build_best
 
-    done = len(job_records(path, task, target))
-    stop = "resumed"
-    if done < spec.trials:
-        started = time.monotonic()
-
-        def progress(history):
-            report(history)
-            if budget_s is not None and time.monotonic() - started > budget_s:
-                raise _OutOfTime()
-        try:
-            stop = optimize(task, target, trials=spec.trials, method=method_of(contender, spec), log=str(path),
-                            resume=True, seed=seed, space=space_name(contender), build_kernel=False,
-                            progress=progress, cost_model=spec.cost_model, screen_ratio=spec.screen_ratio).stop_reason
-        except _OutOfTime:
-            stop = "time budget"
+    if stop is None:
+        stop = tune_job(task, target, spec.trials, method_of(contender, spec), space_name(contender), seed, path,
+                        budget_s, report, spec.cost_model, spec.screen_ratio)
     records = job_records(path, task, target)
     good = sorted((r for r in records if r.ok and r.schedule is not None), key=lambda r: r.seconds)
     if not good:
@@ -143,8 +153,48 @@ def _clock(seconds):
     return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
 
 
-def run_sweep(spec, stream=None):
-    """Run every job of a SweepSpec and write its results file; returns the results (a dict)."""
+@dataclass(frozen=True)
+class Job:
+    """One tuning job of a sweep as a cluster runs it: where it is in the sweep, and what it searches."""
+
+    where: str      # "case 1 of 2 (GMM64 on llvm), q seed 0"
+    task: object
+    target: object
+    method: str
+    space: str
+    seed: int
+    path: object    # its record file (a Path)
+
+
+def planned_jobs(spec):
+    """Every tuning job of the sweep, in the order run_sweep runs them (contenders without a space left out)."""
+    from analysis import analyze
+    from explore.optimize import space_for
+    from flexsched.target import get_target
+
+    jobs = []
+    for number, case in enumerate(spec.cases, 1):
+        task = case.task()
+        info = analyze(task)
+        for target_name in spec.targets:
+            target = get_target(target_name)
+            for contender in spec.tuners:
+                try:
+                    space_for(task, target, space_name(contender), info)
+                except FlexschedError:
+                    continue   # run_sweep marks it skipped
+                jobs += [Job(f"case {number} of {len(spec.cases)} ({case.name} on {target.name}), {contender} seed "
+                             f"{seed}", task, target, method_of(contender, spec), space_name(contender), seed,
+                             job_file(spec.records, case, target.name, contender, seed)) for seed in spec.seeds]
+    return jobs
+
+
+def run_sweep(spec, stream=None, cluster=None):
+    """Run every job of a SweepSpec and write its results file; returns the results (a dict).
+
+    With cluster (an explore.ray_cluster.Cluster), every job's search runs first, as a task on that Ray
+    cluster (flexsched.sweep_ray); then this process, alone, re-times the finalists and times the
+    contenders side by side, as without one."""
     from analysis import analyze
     from explore.finalists import kernel_timed
     from explore.optimize import space_for
@@ -155,6 +205,11 @@ def run_sweep(spec, stream=None):
 
     spec.records.mkdir(parents=True, exist_ok=True)
     spec.results.parent.mkdir(parents=True, exist_ok=True)
+    searched = {}   # record file -> why its search stopped, for jobs searched on the cluster
+    if cluster is not None:
+        from .sweep_ray import search_on_cluster
+
+        searched = search_on_cluster(spec, planned_jobs(spec), cluster, stream)
     jobs_per_case = len(spec.tuners) * len(spec.seeds)
     progress = Progress(len(spec.cases) * len(spec.targets) * jobs_per_case, stream)
     results = {"sweep": spec.name, "trials": spec.trials, "seeds": list(spec.seeds), "finalists": spec.finalists,
@@ -196,7 +251,8 @@ def run_sweep(spec, stream=None):
                     progress.where = (f"case {number} of {len(spec.cases)} ({case.name} on {target.name}), "
                                       f"{contender} seed {seed}")
                     path = job_file(spec.records, case, target.name, contender, seed)
-                    outcome = run_job(spec, case, task, target, contender, seed, path, budget, progress.history)
+                    outcome = run_job(spec, case, task, target, contender, seed, path, budget, progress.history,
+                                      searched.get(path))
                     progress.finished += 1
                     progress.line(f"done, {outcome.trials} trials ({outcome.stop}), best "
                                   f"{info.flops / outcome.seconds / 1e9:.2f} GFLOPS")

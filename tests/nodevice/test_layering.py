@@ -18,7 +18,7 @@ PACKAGES = ("flexsched", "analysis", "space", "codegen", "fpga_model", "explore"
 ENTRY_POINTS = frozenset({
     "flexsched", "flexsched.api", "flexsched.autotuner", "flexsched.database", "flexsched.torch_ops",
     "flexsched.__main__", "flexsched.cli", "flexsched.cli_database", "flexsched.cli_cost_model", "flexsched.sweep", "flexsched.sweep_spec",
-    "flexsched.report", "flexsched.library",
+    "flexsched.report", "flexsched.library", "flexsched.sweep_ray",
 })
 CORE, ENTRY = 1, 6
 LAYERS = {"flexsched": CORE, "analysis": 2, "space": 3, "codegen": 4, "fpga_model": 4, "explore": 5}
