@@ -173,18 +173,16 @@ def _walk(stmt):
 
 def _bytes(buffer, dims):
     """Bytes of the whole cache lines a box of a row-major buffer touches: rows of its innermost
-    intervals (merged across dimensions the box covers whole) rounded to lines."""
-    item = np.dtype(buffer.dtype).itemsize
+    intervals (merged across dimensions the box covers whole) rounded to lines; where rows do not
+    all start alike within a line, the lines an unaligned row touches on average."""
     if not dims:
         return LINE_BYTES
-    sizes = [high - low + 1 for low, high in dims]
-    axis = len(sizes) - 1
-    run = sizes[axis]
-    while axis > 0 and sizes[axis] == buffer.shape[axis]:
-        axis -= 1
-        run *= sizes[axis]
+    item, sizes, axis, run, strides, offset = _box(buffer, dims)
     rows = math.prod(sizes[:axis])
-    lines = -(-(run * item + LINE_BYTES - item) // LINE_BYTES)
+    if all(strides[d] * item % LINE_BYTES == 0 for d in range(axis)):
+        lines = ((offset + run) * item - 1) // LINE_BYTES - offset * item // LINE_BYTES + 1
+    else:
+        lines = -(-(run * item + LINE_BYTES - item) // LINE_BYTES)
     whole = -(-buffer.size * item // LINE_BYTES)
     return min(rows * lines, whole) * LINE_BYTES
 
@@ -192,9 +190,24 @@ def _bytes(buffer, dims):
 def _lines(buffer, dims):
     """The line numbers a box of a row-major buffer touches (the buffer starting at a line, as
     page-aligned arrays do), or None when there are more than MAX_MAPPED_LINES."""
-    item = np.dtype(buffer.dtype).itemsize
     if not dims:
         return np.zeros(1, dtype=np.int64)
+    item, sizes, axis, run, strides, offset = _box(buffer, dims)
+    rows = math.prod(sizes[:axis])
+    if rows * -(-(run * item + LINE_BYTES - item) // LINE_BYTES) > MAX_MAPPED_LINES:
+        return None
+    starts = np.array([offset], dtype=np.int64)
+    for d in range(axis):
+        starts = (starts[:, None] + np.arange(sizes[d], dtype=np.int64)[None, :] * strides[d]).ravel()
+    first = starts * item // LINE_BYTES
+    count = int((((starts + run) * item - 1) // LINE_BYTES - first).max()) + 1
+    return (first[:, None] + np.arange(count, dtype=np.int64)[None, :]).ravel()
+
+
+def _box(buffer, dims):
+    """(item bytes, sizes, the outermost axis of the contiguous run, the run's elements, each
+    axis's stride in elements, the box's first element) of a box of a row-major buffer."""
+    item = np.dtype(buffer.dtype).itemsize
     sizes = [high - low + 1 for low, high in dims]
     axis = len(sizes) - 1
     run = sizes[axis]
@@ -202,14 +215,5 @@ def _lines(buffer, dims):
         axis -= 1
         run *= sizes[axis]
     strides = [math.prod(buffer.shape[d + 1:]) for d in range(len(dims))]
-    rows = math.prod(sizes[:axis])
-    per_row = -(-(run * item + LINE_BYTES - item) // LINE_BYTES)
-    if rows * per_row > MAX_MAPPED_LINES:
-        return None
-    starts = np.zeros(1, dtype=np.int64) + sum(low * stride for (low, _), stride in zip(dims, strides))
-    for d in range(axis):
-        starts = (starts[:, None] + np.arange(sizes[d], dtype=np.int64)[None, :] * strides[d]).ravel()
-    first = starts * item // LINE_BYTES
-    last = (starts + run) * item - 1
-    count = int((last // LINE_BYTES - first).max()) + 1
-    return (first[:, None] + np.arange(count, dtype=np.int64)[None, :]).ravel()
+    offset = sum(low * stride for (low, _), stride in zip(dims, strides))
+    return item, sizes, axis, run, strides, offset

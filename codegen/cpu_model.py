@@ -46,9 +46,9 @@ FMA_LATENCY = 4           # cycles before a dependent FMA can start (an accumula
 ADD_LATENCY = 3
 STORE_FORWARD_LATENCY = 8  # a load of a value stored just before, forwarded from the store queue
 # A load of what a masked store wrote gets nothing forwarded: it waits until the store reaches
-# L1, and such waits do not overlap (measured here: 40 to 80 cycles per load on Zen 4 in YOLO C13
-# candidates that accumulate into memory under a lane mask).
-MASKED_STORE_FORWARD_CYCLES = 50
+# L1, and such waits do not overlap. Fitted to two YOLO C13 schedules that accumulate into memory
+# under a lane mask (8 and 12 such loads a loop pass took 114 and 195 cycles on the 2-core Zen 4).
+MASKED_STORE_FORWARD_CYCLES = 15
 DIVIDE_SLOTS = 8          # a vector divide or square root holds an FP pipe about this long
 CALL_CYCLES = 40          # a C library math call (expf, tanhf) per element
 ALLOCATION_CYCLES = 200   # malloc or free of a scratch buffer
@@ -134,8 +134,18 @@ def estimate(task, schedule=None, target="llvm"):
 
     target = get_target(target)
     core = Core.of(target)
+    _check_x86()
     _, lowered = lower_for(task, schedule, target)
     return estimate_assembly(assembly(lowered.func, legalised=True, target=target), core)
+
+
+def _check_x86():
+    """ModelError unless LLVM makes x86-64 code here (the model reads x86 assembly)."""
+    import llvmlite.binding as llvm
+
+    triple = llvm.get_default_triple()
+    if not triple.startswith("x86_64"):
+        raise ModelError(f"the CPU model reads x86-64 assembly, but LLVM here makes code for {triple}")
 
 
 def estimate_in_worker(task, schedule_json, target_dict):
@@ -164,44 +174,27 @@ def _segment(symbol, parallel_extent, stmt, functions, core):
     function, body = _body_function(symbol, functions)
     outlined = _outlined_loop(stmt) if parallel_extent else None
     trips, parallel_loop, unresolved = _resolve_trips(body, stmt, outlined)
-    if parallel_extent:
-        chunks = _busiest_core_chunks(parallel_extent, core.cores)
-        active = min(core.cores, parallel_extent)
-    else:
-        chunks, active = [None], 1
-    counts, cycles = _Tally(), {}
-    lanes = 0.0
-    for chunk in chunks:
-        chunk_trips = dict(trips)
-        if parallel_loop is not None:
-            chunk_trips[parallel_loop] = chunk
-        tally = _Tally()
-        _function_cycles(function, functions, chunk_trips, core, tally, 1.0)
-        counts.add(tally)
-        lanes += tally.fma_lanes
-        for key, value in tally.cycles.items():
-            cycles[key] = cycles.get(key, 0.0) + value
-    compute_cycles = counts.total_cycles
-    share = sum(chunks) if parallel_extent else None
-    model = CacheModel(stmt, {outlined.var.name: share} if outlined is not None and share else None)
+    chunks = _busiest_core_chunks(parallel_extent, core.cores) if parallel_extent else [None]
+    active = min(core.cores, parallel_extent) if parallel_extent else 1
+    tally = _Tally()
+    for chunk in chunks:   # each chunk is a call of the segment, its parallel loop over the chunk
+        _function_cycles(function, functions, {**trips, parallel_loop: chunk}, core, tally, 1.0)
+    extents = {outlined.var.name: sum(chunks)} if outlined is not None else None
+    model = CacheModel(stmt, extents)
     caches = core.caches
     moved = {"l1": model.moved(Cache(caches.l1, caches.l1_ways)), "l2": model.moved(Cache(caches.l2, caches.l2_ways)),
              "l3": model.moved(Cache(caches.l3 / active))}
-    times = {
-        "compute": compute_cycles / CLOCK_HZ,
-        "l2": moved["l1"] / (L2_BYTES_PER_CYCLE * CLOCK_HZ),
-        "l3": moved["l2"] / (L3_BYTES_PER_CYCLE * CLOCK_HZ),
-        "dram": moved["l3"] / (DRAM_BYTES_PER_CYCLE * CLOCK_HZ),
-    }
-    bound = max(times, key=times.get)
+    compute = tally.total_cycles / CLOCK_HZ
+    memory = {"L2": moved["l1"] / (L2_BYTES_PER_CYCLE * CLOCK_HZ), "L3": moved["l2"] / (L3_BYTES_PER_CYCLE * CLOCK_HZ),
+              "DRAM": moved["l3"] / (DRAM_BYTES_PER_CYCLE * CLOCK_HZ)}
+    slowest = max(memory, key=memory.get)
     overhead = len(chunks) * SEGMENT_CALL_SECONDS + (PARALLEL_SECONDS if parallel_extent else 0.0)
-    memory = max(times["l2"], times["l3"], times["dram"])
-    seconds = max(times["compute"], memory) + (1 - MEMORY_OVERLAP) * min(times["compute"], memory) + overhead
-    label = f"compute ({max(cycles, key=cycles.get)})" if bound == "compute" and cycles else \
-        ("memory (DRAM)" if bound == "dram" else f"memory ({bound.upper()})" if bound != "compute" else bound)
-    return SegmentEstimate(symbol, parallel_extent or 0, len(chunks), {k: round(v) for k, v in counts.mix.items()},
-                           lanes, {k: round(v) for k, v in cycles.items()}, compute_cycles,
-                           {k: float(v) for k, v in moved.items()}, unresolved, seconds, label)
+    seconds = max(compute, memory[slowest]) + (1 - MEMORY_OVERLAP) * min(compute, memory[slowest]) + overhead
+    # The bound: the compute limit that took the most cycles, or the level data came from slowest.
+    bound = max(tally.cycles, key=tally.cycles.get, default="issue") if compute >= memory[slowest] else slowest
+    return SegmentEstimate(symbol, parallel_extent or 0, len(chunks), {k: round(v) for k, v in tally.mix.items()},
+                           tally.fma_lanes, {k: round(v) for k, v in tally.cycles.items()}, tally.total_cycles,
+                           {k: float(v) for k, v in moved.items()}, unresolved, seconds, bound)
 
 
 def _body_function(symbol, functions):
@@ -349,7 +342,8 @@ def _align(asm, ir):
 # ---------------------------------------------------------------- cycles
 
 class _Tally:
-    """Dynamic instruction counts and cycles, accumulated over the blocks of a call."""
+    """Dynamic instruction counts, FMA lanes and cycles (in all, and by the limit that set each
+    block's), accumulated over the blocks the busiest core runs."""
 
     def __init__(self):
         self.mix = {}
@@ -357,11 +351,8 @@ class _Tally:
         self.fma_lanes = 0.0
         self.total_cycles = 0.0
 
-    def add(self, other):
-        for key, value in other.mix.items():
-            self.mix[key] = self.mix.get(key, 0.0) + value
-        self.fma_lanes += other.fma_lanes
-        self.total_cycles += other.total_cycles
+    def count(self, table, key, value):
+        table[key] = table.get(key, 0.0) + value
 
 
 def _function_cycles(function, functions, trips, core, tally, weight):
@@ -425,16 +416,15 @@ def _block(function, indices, functions, trips, core, tally, weight):
         "latency": latency,
     }
     limit = max(pipes, key=pipes.get)
-    cycles = pipes[limit] + extra + stalls
     for key, value in mix.items():
-        tally.mix[key] = tally.mix.get(key, 0.0) + value * weight
-    tally.cycles[limit] = tally.cycles.get(limit, 0.0) + pipes[limit] * weight
+        tally.count(tally.mix, key, value * weight)
+    tally.count(tally.cycles, limit, pipes[limit] * weight)
     if extra:
-        tally.cycles["calls"] = tally.cycles.get("calls", 0.0) + extra * weight
+        tally.count(tally.cycles, "calls", extra * weight)
     if stalls:
-        tally.cycles["masked_store_forwarding"] = tally.cycles.get("masked_store_forwarding", 0.0) + stalls * weight
+        tally.count(tally.cycles, "store-forwarding", stalls * weight)
     tally.fma_lanes += lanes * weight
-    tally.total_cycles += cycles * weight
+    tally.total_cycles += (pipes[limit] + extra + stalls) * weight
 
 
 def dependence_chains(instructions):
@@ -443,44 +433,55 @@ def dependence_chains(instructions):
 
     Through vector registers: each value's latency from the values the pass started with
     (an FMA or add chain into one accumulator, or one passed between registers); a chain that
-    ends in the register it started from is carried into the next pass. Through memory: an
-    address stored and loaded again, whose registers the body does not change (or reloads
-    from the stack), carries store forwarding plus the operation per load. A load from an
-    address a masked store wrote (earlier in the pass, or in the previous one) gets nothing
-    forwarded and waits for the store to reach the cache; such waits do not overlap."""
-    depths = {}       # vector register -> {register the pass started with: latency since}
-    written = set()
-    stores = {}       # address -> masked, of the stores seen so far in the pass
-    last_store = {}   # address -> masked, of the last store of the whole pass
-    memory_links = {}
-    for instruction in instructions:
+    ends in the register it started from is carried into the next pass. Through memory: a load
+    from an address stored before it in the pass, or later in the pass when the pass leaves the
+    address's registers alone (a reload from the stack aside), reads what that store wrote.
+    Loads that read an address each pass carry store forwarding plus the operation per load; a
+    load of what a masked store wrote gets nothing forwarded and waits for the store to reach
+    the cache, and such waits do not overlap."""
+    depths = {}        # vector register -> {register the pass started with: latency since}
+    changed = {}       # register -> position of its last write so far in the pass
+    stores = {}        # address -> (position, masked) of its last store so far in the pass
+    last_store = {}    # address -> masked, of its last store in the whole pass
+    links = {}         # address -> loads in the pass that read a store
+    for position, instruction in enumerate(instructions):
         for address, masked in _stored(instruction):
             last_store[address] = masked
+        if _changes_register(instruction):
+            changed[x86_asm.register(instruction.destination)] = position
+    invariant = {address for address in last_store if not _address_registers(address) & set(changed)}
+    changed = {}
     stalls = 0.0
-    for instruction in instructions:
-        cost = x86_instructions.classify(instruction)
-        _carry(instruction, cost, depths)
+    for position, instruction in enumerate(instructions):
+        _carry(instruction, x86_instructions.classify(instruction), depths)
         for address in _loaded(instruction):
-            registers = _address_registers(address)
-            if address in stores and not registers & written:
-                masked = stores[address]
-            elif address in last_store and address not in stores:
-                masked = last_store[address]   # stored later in the pass: read in the next one
+            if address in stores:
+                stored_at, masked = stores[address]
+                if any(changed.get(register, -1) > stored_at for register in _address_registers(address)):
+                    continue   # the address moved on since the store
+            elif address in invariant:
+                masked = last_store[address]
             else:
                 continue
-            memory_links[address] = memory_links.get(address, 0) + 1
+            links[address] = links.get(address, 0) + 1
             if masked:
                 stalls += MASKED_STORE_FORWARD_CYCLES
         for address, masked in _stored(instruction):
-            stores[address] = masked
-        destination = x86_asm.register(instruction.destination) if instruction.operands else None
-        if destination is not None and not (instruction.mnemonic.startswith("mov")
-                                            and "(%rsp)" in instruction.operands[0]):
-            written.add(destination)
+            stores[address] = (position, masked)
+        if _changes_register(instruction):
+            changed[x86_asm.register(instruction.destination)] = position
     chains = [depth.get(register, 0) for register, depth in depths.items()]
-    chains += [links * (STORE_FORWARD_LATENCY + FMA_LATENCY) for address, links in memory_links.items()
-               if not _address_registers(address) & written]
+    chains += [count * (STORE_FORWARD_LATENCY + FMA_LATENCY) for address, count in links.items()
+               if address in invariant]
     return max(chains, default=0), stalls
+
+
+def _changes_register(instruction):
+    """Whether an instruction writes a general-purpose register (a reload from the stack keeps
+    the value the register had, as far as addresses go)."""
+    return bool(instruction.operands) and x86_asm.register(instruction.destination) is not None \
+        and not instruction.mnemonic.startswith(("cmp", "test", "push", "j", "call", "bt")) \
+        and not (instruction.mnemonic.startswith("mov") and "(%rsp)" in instruction.operands[0])
 
 
 def _carry(instruction, cost, depths):
@@ -508,7 +509,8 @@ def _carry(instruction, cost, depths):
 
 
 def _vector_register(operand):
-    match = re.match(r"%[xyz]mm(\d+)$", operand)
+    """The number of a vector register operand ('%zmm3 {%k1}' -> 3), else None."""
+    match = re.match(r"%[xyz]mm(\d+)\b", operand)
     return int(match.group(1)) if match else None
 
 

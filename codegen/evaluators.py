@@ -137,6 +137,8 @@ class CpuModelEvaluator(Evaluator):
                                           self.timeout_s)
         except WorkerFailure as failure:
             status = failure.status if failure.status in ("timeout", "crash") else "build_error"
+            if failure.reason.startswith("ModelError"):
+                status = "rejected"
             return Evaluation(status, math.inf, _one_line(failure.reason))
         return Evaluation("ok", predicted["seconds"], "", predicted)
 
