@@ -55,10 +55,9 @@ ALLOCATION_CYCLES = 200   # malloc or free of a scratch buffer
 COPY_BYTES_PER_CYCLE = 32  # memcpy / memset that LLVM made of a copy or zeroing loop
 # Data paths narrower than the widest vectors: Zen 4 runs a 512-bit operation as two 256-bit halves.
 DATAPATH_BITS = {"znver4": 256}
-# Bandwidth into each cache level, bytes per cycle per core (sustained, about half the peak the
-# guides give), and DRAM's share per core.
-L2_BYTES_PER_CYCLE = 32   # L2 -> L1
-L3_BYTES_PER_CYCLE = 16   # L3 -> L2
+# Bandwidth into each cache level, bytes per cycle per core, and DRAM's share per core.
+L2_BYTES_PER_CYCLE = 64   # L2 -> L1: a line a cycle (Zen 4, Skylake-SP and later)
+L3_BYTES_PER_CYCLE = 16   # L3 -> L2: half the guides' 32, as sustained over many cores' traffic
 DRAM_BYTES_PER_CYCLE = 3  # about 10 GB/s per core of a loaded server socket
 # How much of the shorter of compute and data movement hides under the longer (1: all, max of
 # the two; 0: none, their sum). Out-of-order cores and prefetchers hide part of it.
@@ -227,6 +226,15 @@ def _busiest_core_chunks(extent, cores):
 
 # ---------------------------------------------------------------- trip counts
 
+def _depths(loops, depth=0):
+    """{asm loop: how many loops enclose it}."""
+    found = {}
+    for loop in loops:
+        found[loop] = depth
+        found.update(_depths(loop.children, depth + 1))
+    return found
+
+
 def _asm_loops(loops):
     """Loops of the assembly in pre-order."""
     found = []
@@ -236,11 +244,11 @@ def _asm_loops(loops):
     return found
 
 
-def _ir_loops(stmt):
+def _ir_loops(stmt, outlined=None):
     """{loop: its enclosing loops, outermost first} of the IR loops that stay loops in the
     assembly, in pre-order: counted loops of more than one iteration (unrolled and vector loops
     are laid out; a vector loop that cannot be one vector body and is too long to unroll stays a
-    loop)."""
+    loop), and the parallel loop, whose bounds are arguments."""
     found = {}
     stack = [(stmt, ())]
     while stack:
@@ -248,7 +256,7 @@ def _ir_loops(stmt):
         if isinstance(node, For):
             stays = node.kind in ("serial", "parallel") or (
                 node.kind == "vectorized" and node.extent > MAX_VECTOR_LANES and vectorize_blocker(node))
-            if stays and node.extent > 1:
+            if stays and (node.extent > 1 or node is outlined):
                 found[node] = outer
                 outer = (*outer, node)
             stack.append((node.body, outer))
@@ -276,10 +284,12 @@ def _resolve_trips(function, stmt, outlined):
     if outlined is not None:
         parallel_loop = next((loop for loop in function.loops if loop.trips is None), None)
     asm = [loop for loop in _asm_loops(function.loops) if loop is not parallel_loop]
-    enclosing = _ir_loops(stmt)
+    enclosing = _ir_loops(stmt, outlined)
     ir = [loop for loop in enclosing if loop is not outlined]
     known = [loop for loop in asm if loop.trips is not None]
-    partner = {known[a]: ir[i] for a, i in _align(known, ir)}
+    depth = _depths(function.loops)
+    partner = {known[a]: ir[i] for a, i in _align(known, ir, [depth[loop] for loop in known],
+                                                   [len(enclosing[node]) for node in ir])}
     if parallel_loop is not None:
         partner[parallel_loop] = outlined
     parents = {child: loop for loop in _asm_loops(function.loops) for child in loop.children}
@@ -307,14 +317,17 @@ def _resolve_trips(function, stmt, outlined):
     return trips, parallel_loop, unresolved
 
 
-def _align(asm, ir):
+def _align(asm, ir, asm_depths, ir_depths):
     """[(asm index, ir index)] of the best order-preserving pairing of loops of known count with
-    IR loops whose extent they equal (best) or divide."""
-    def score(loop, node):
+    IR loops whose extent they equal (best) or divide; among equally good pairings, the one whose
+    partners sit at the most alike depths."""
+    def score(a, i):
+        loop, node = asm[a], ir[i]
+        apart = abs(asm_depths[a] - ir_depths[i])   # a tie-breaker: fewer than 100 levels apart
         if loop.trips == node.extent:
-            return 3
+            return 300 - apart
         if node.extent % loop.trips == 0:
-            return 1
+            return 100 - apart
         return None
 
     rows, columns = len(asm), len(ir)
@@ -322,13 +335,13 @@ def _align(asm, ir):
     for a in range(rows - 1, -1, -1):
         for i in range(columns - 1, -1, -1):
             value = max(best[a + 1][i], best[a][i + 1])
-            gain = score(asm[a], ir[i])
+            gain = score(a, i)
             if gain is not None:
                 value = max(value, gain + best[a + 1][i + 1])
             best[a][i] = value
     pairs, a, i = [], 0, 0
     while a < rows and i < columns:
-        gain = score(asm[a], ir[i])
+        gain = score(a, i)
         if gain is not None and best[a][i] == gain + best[a + 1][i + 1]:
             pairs.append((a, i))
             a, i = a + 1, i + 1
