@@ -36,7 +36,9 @@ class MeasureEvaluator(Evaluator):
 
         reason = backend_for(self.target).unavailable(self.target)
         if reason:
-            raise ExplorationError(f"cannot measure on {self.target.name}: {reason}")
+            instead = "; predict with the static CPU model instead (evaluator 'model', flexsched tune ... " \
+                      "--evaluator model)" if self.target.kind == "cpu" else ""
+            raise ExplorationError(f"cannot measure on {self.target.name}: {reason}{instead}")
         needed, available = checking_bytes(task), available_bytes()
         cap = self._measurer.memory_limit_bytes
         limit = min(available, cap) if cap else available
