@@ -3,18 +3,19 @@ LLVM makes of it and from its loop IR, without running it.
 
 Per segment (a top-level loop nest, its outer loop spread over the cores when parallel):
 - instruction mix: the optimised module's assembly for the target's CPU (codegen.cpu_backend.
-  assembly), its loops found by their backward jumps (codegen.x86_asm) and weighted by their trip
-  counts: from each loop's counter where the assembly says it, else from the loop IR loop it lines
-  up with (the loops of both, in order, aligned so that equal or dividing trip counts pair up);
-  the parallel loop runs the chunks the busiest core takes (codegen.runtime's chunking);
+  assembly), the natural loops of its control flow (codegen.x86_asm) weighted by their trip
+  counts: from each loop's counter where the assembly says it, else from the loop-IR loop it lines
+  up with (see _resolve_trips); the parallel loop runs the chunks the busiest core takes
+  (codegen.runtime's chunking); instruction classes from codegen.x86_instructions;
 - compute cycles: each loop body's instructions over the core's pipes (FMA, vector ALU, shuffle,
   load and store ports, issue width, a 512-bit operation taking two slots where the data path
-  is 256 bits wide) or its loop-carried FMA and add chains, whichever is longer, times how
-  often the body runs; calls to the C library at a fixed price;
+  is 256 bits wide) or the chains it carries into its next pass (dependence_chains), whichever
+  is longer, plus waits on masked stores, times how often the body runs; calls to the C library
+  at a fixed price;
 - data movement: bytes brought into L1, L2 and the core's share of the last-level cache by the
   busiest core's share of the nest (codegen.cache_model), over each level's bandwidth;
-- time: the larger of compute and the slowest level, plus the cost of calling the segment and
-  of handing chunks to the thread pool.
+- time: the larger of compute and the slowest level plus half the smaller (MEMORY_OVERLAP), and
+  the cost of calling the segment and of handing chunks to the thread pool.
 The target says the vector width, the cores and the CPU (whose caches flexsched.cpus lists);
 nothing is read from the machine this runs on. Its figures rank schedules; the absolute times
 are rough (docs/results/cpu_model.md has its rank correlation with measurements).
@@ -31,6 +32,7 @@ from flexsched.errors import FlexschedError
 from . import x86_asm, x86_instructions
 from .cache_model import Cache, CacheModel
 from .ir import Allocate, For, IfThenElse, Seq
+from .runtime import CHUNKS_PER_THREAD
 from .vectorize import MAX_VECTOR_LANES, vectorize_blocker
 
 # ---------------------------------------------------------------- the core, in a few named numbers
@@ -60,12 +62,12 @@ L2_BYTES_PER_CYCLE = 64   # L2 -> L1: a line a cycle (Zen 4, Skylake-SP and late
 L3_BYTES_PER_CYCLE = 16   # L3 -> L2: half the guides' 32, as sustained over many cores' traffic
 DRAM_BYTES_PER_CYCLE = 3  # about 10 GB/s per core of a loaded server socket
 # How much of the shorter of compute and data movement hides under the longer (1: all, max of
-# the two; 0: none, their sum). Out-of-order cores and prefetchers hide part of it.
+# the two; 0: none, their sum). Out-of-order cores and prefetchers hide part of it; of 0.25, 0.5,
+# 0.75 and 1, 0.5 ranked the measured candidates of docs/results/cpu_model.md best.
 MEMORY_OVERLAP = 0.5
 CLOCK_HZ = 3.5e9          # a typical sustained clock of a current x86-64 core under vector load
 SEGMENT_CALL_SECONDS = 1e-6    # one call of a segment through ctypes
 PARALLEL_SECONDS = 15e-6       # waking the thread pool and collecting its chunks
-CHUNKS_PER_THREAD = 4     # as codegen.runtime hands out a parallel loop
 _LIBRARY_ALLOCATIONS = ("malloc", "free")
 _LIBRARY_COPIES = ("memcpy", "memset", "memmove")
 
