@@ -255,6 +255,28 @@ def machine_code(func: PrimFunc, opt_level=3, legalised=False, target=None) -> M
     return generate_machine_code(func, text, opt_level, builder.segments, builder.fallbacks, machine)
 
 
+@dataclass(frozen=True)
+class Assembly:
+    """A kernel's optimised module as assembly for a CPU, with the loop IR it was emitted from
+    (unrolled loops rolled back where the code-size budget asked): what the static model reads."""
+
+    func: PrimFunc
+    text: str
+    segments: tuple            # (symbol, parallel extent or None), run in order
+    fallbacks: tuple           # vectorized loops that run lane by lane, and why
+
+
+def assembly(func: PrimFunc, opt_level=3, legalised=False, target=None) -> Assembly:
+    """The assembly compile_func's machine code is made from, for the target's CPU (no object code, nothing loaded)."""
+    machine = machine_of(target)
+    text, builder, func = _module_text(func, opt_level, legalised, machine)
+    target_machine = _target_machine(machine)
+    module = llvm.parse_assembly(text)
+    module.verify()
+    _optimize(module, target_machine, opt_level)
+    return Assembly(func, target_machine.emit_assembly(module), tuple(builder.segments), tuple(builder.fallbacks))
+
+
 def _module_text(func, opt_level, legalised, machine):
     """(unoptimised LLVM IR, its ModuleBuilder, the legalised func), after checking func."""
     if opt_level not in (0, 1, 2, 3):

@@ -1,4 +1,4 @@
-"""codegen's evaluators, registered by codegen.targets: measurement on a CPU or a GPU, and the static GPU model."""
+"""codegen's evaluators, registered by codegen.targets: measurement on a CPU or a GPU, and the static CPU and GPU models."""
 
 from __future__ import annotations
 
@@ -36,7 +36,9 @@ class MeasureEvaluator(Evaluator):
 
         reason = backend_for(self.target).unavailable(self.target)
         if reason:
-            raise ExplorationError(f"cannot measure on {self.target.name}: {reason}")
+            instead = "; predict with the static CPU model instead (evaluator 'model', flexsched tune ... " \
+                      "--evaluator model)" if self.target.kind == "cpu" else ""
+            raise ExplorationError(f"cannot measure on {self.target.name}: {reason}{instead}")
         needed, available = checking_bytes(task), available_bytes()
         cap = self._measurer.memory_limit_bytes
         limit = min(available, cap) if cap else available
@@ -102,6 +104,48 @@ class GpuModelEvaluator(Evaluator):
                 continue
             results.append(Evaluation("ok", predicted.seconds, "", predicted.to_dict()))
         return results
+
+
+class CpuModelEvaluator(Evaluator):
+    """Predicts each point's time on a CPU with the static model (codegen.cpu_model): the kernel
+    lowered and compiled to assembly for the target's CPU, nothing run, so any CPU target can be
+    tuned here. The compiler runs in a worker process (codegen.worker), so a build that crashes
+    or hangs LLVM is a failed point, not a dead search."""
+
+    name = "cpu-model"
+    judged_by = "modelled"
+
+    def __init__(self, target="llvm", timeout_s=120.0, memory_limit_bytes=None):
+        from .worker import Worker
+
+        self.target = get_target(target)
+        if self.target.kind != "cpu":
+            raise ExplorationError(f"the CPU model prices CPU kernels, not {self.target.kind} ones ({self.target.name})")
+        self.timeout_s = timeout_s
+        # The worker starts on the first candidate, so creating an evaluator costs nothing.
+        self._worker = Worker(memory_limit_bytes, kinds=("cpu",), name="flexsched-cpu-model")
+
+    def evaluate(self, task, space, points):
+        return [self.estimate(task, space.schedule(point)) for point in points]
+
+    def estimate(self, task, schedule):
+        """The Evaluation of one schedule (a Schedule or its JSON): the predicted seconds and the
+        model's figures, or the failure to lower or compile it."""
+        from .worker import WorkerFailure
+
+        text = schedule if isinstance(schedule, str) else schedule.to_json()
+        try:
+            predicted = self._worker.call("codegen.cpu_model:estimate_in_worker", (task, text, self.target.to_dict()),
+                                          self.timeout_s)
+        except WorkerFailure as failure:
+            status = failure.status if failure.status in ("timeout", "crash") else "build_error"
+            if failure.reason.startswith("ModelError"):
+                status = "rejected"
+            return Evaluation(status, math.inf, _one_line(failure.reason))
+        return Evaluation("ok", predicted["seconds"], "", predicted)
+
+    def close(self):
+        self._worker.close()
 
 
 def checking_bytes(task):

@@ -26,6 +26,12 @@ def _gpu_measure(target, **options):
     return MeasureEvaluator(target, **options)
 
 
+def _cpu_model(target, **options):
+    from .evaluators import CpuModelEvaluator
+
+    return CpuModelEvaluator(target, **options)
+
+
 def _gpu_model(target, **options):
     from .evaluators import GpuModelEvaluator
 
@@ -39,6 +45,7 @@ def _features(task, schedule, target, info=None):
 
 
 plugins.register_evaluator("cpu", "measure", _cpu_measure, default=True)
+plugins.register_evaluator("cpu", "model", _cpu_model)
 plugins.register_evaluator("gpu", "measure", _gpu_measure, default=True)
 plugins.register_evaluator("gpu", "model", _gpu_model)
 plugins.register_backend("cpu", "codegen.cpu_backend")

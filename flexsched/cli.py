@@ -68,8 +68,8 @@ def _build_parser():
     tune.add_argument("--device", help="the device of a cuda or fpga target, e.g. h200 or vu9p "
                                        "(passed on as TARGET:DEVICE)")
     tune.add_argument("--evaluator", metavar="NAME",
-                      help="measure (run each candidate; cuda needs a GPU and cupy) or model (the static GPU "
-                           "model, no GPU needed; FPGA designs are always modelled); default: the target's first")
+                      help="measure (run each candidate; cuda needs a GPU and cupy) or model (the static CPU or GPU "
+                           "model: nothing runs; FPGA designs are always modelled); default: the target's first")
     tune.add_argument("--trials", type=_at_least(1), default=100,
                       help="points to evaluate, warm-up included (default 100)")
     tune.add_argument("--method", default="q", choices=("q", "p", "random"),
@@ -289,11 +289,11 @@ def _cmd_tune(args, out):
         if progress:
             progress.finish()
     summary = result.summary()
-    modelled = result.target.kind == "gpu" and args.evaluator == "model"
+    modelled = result.target.kind in ("cpu", "gpu") and result.judged_by == "modelled"
     out.write(f"{summary['task']} on {result.target.name} ({result.target.device}), {result.space.name} space, "
               f"method {result.method}: "
               f"best {result.gflops:.2f} GFLOPS ({result.seconds * 1e3:.4g} ms per run"
-              f"{', predicted by the static GPU model' if modelled else ''})\n")
+              f"{f', predicted by the static {result.target.kind.upper()} model' if modelled else ''})\n")
     if result.target.kind in ("cpu", "gpu"):
         from codegen.roof import roof_for
 
@@ -321,7 +321,7 @@ def _cmd_tune(args, out):
         summary.update({key: details[key] for key in FPGA_SUMMARY_KEYS if key in details})
     if modelled:
         details = result.history.best.evaluation.details
-        out.write(format_gpu_estimate(details))
+        out.write((format_gpu_estimate if result.target.kind == "gpu" else format_cpu_estimate)(details))
         summary.update({"predicted": True, "bound": details.get("bound")})
     if args.log:
         out.write(f"records: {args.log} (rebuild the best with flexsched.build_best, or `flexsched export ... --log`)\n")
@@ -454,6 +454,18 @@ def format_gpu_estimate(details):
                      f"{launch['registers']} registers, {launch['shared_bytes']} B shared, "
                      f"{launch['blocks_per_sm']} blocks/SM ({launch['limited_by']}), {launch['waves']} wave(s), "
                      f"{launch['bound']}-bound\n")
+    return "".join(lines)
+
+
+def format_cpu_estimate(details):
+    """The static CPU model's view of a kernel (a modelled Evaluation's details), for people."""
+    lines = [f"predicted: {details['bound']}-bound\n"]
+    for segment in details["segments"]:
+        spread = f"{segment['parallel_extent']} parallel iterations, " if segment["parallel_extent"] else ""
+        mix = segment["instructions"]
+        lines.append(f"  {segment['symbol']}: {spread}{segment['calls']} call(s) on the busiest core, "
+                     f"{mix.get('fma', 0):.4g} FMAs, {mix.get('load', 0):.4g} loads, {mix.get('store', 0):.4g} "
+                     f"stores, {segment['seconds'] * 1e3:.4g} ms, {segment['bound']}-bound\n")
     return "".join(lines)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+from dataclasses import dataclass
 
 from .errors import FlexschedError
 
@@ -25,6 +26,37 @@ KNOWN_CPUS = {
     **dict.fromkeys(("x86-64-v4", "skylake-avx512", "cascadelake", "cooperlake", "icelake-server", "sapphirerapids",
                      "graniterapids", "znver4", "znver5"), "avx512f"),
 }
+
+_KIB, _MIB = 2**10, 2**20
+
+
+@dataclass(frozen=True)
+class Caches:
+    """A core's data caches: L1 and L2 (bytes and ways, per core) and the last level (bytes,
+    shared by a core's group)."""
+
+    l1: int
+    l1_ways: int
+    l2: int
+    l2_ways: int
+    l3: int
+
+
+# From the vendors' specifications of well-known CPU names; server parts' L3 differs by model, so
+# theirs is one typical figure. The static CPU model reads these for a target's CPU, never this host's.
+KNOWN_CACHES = {
+    "znver2": Caches(32 * _KIB, 8, 512 * _KIB, 8, 16 * _MIB),    # L3 per 4-core CCX
+    "znver3": Caches(32 * _KIB, 8, 512 * _KIB, 8, 32 * _MIB),    # L3 per 8-core CCD
+    "znver4": Caches(32 * _KIB, 8, 1 * _MIB, 8, 32 * _MIB),      # L3 per 8-core CCD
+    "znver5": Caches(48 * _KIB, 12, 1 * _MIB, 16, 32 * _MIB),
+    **dict.fromkeys(("haswell", "broadwell", "skylake", "x86-64-v3"), Caches(32 * _KIB, 8, 256 * _KIB, 4, 8 * _MIB)),
+    "alderlake": Caches(48 * _KIB, 12, 1280 * _KIB, 10, 30 * _MIB),
+    **dict.fromkeys(("skylake-avx512", "cascadelake", "cooperlake", "x86-64-v4"),
+                    Caches(32 * _KIB, 8, 1 * _MIB, 16, 32 * _MIB)),
+    "icelake-server": Caches(48 * _KIB, 12, 1280 * _KIB, 20, 48 * _MIB),
+    **dict.fromkeys(("sapphirerapids", "graniterapids"), Caches(48 * _KIB, 12, 2 * _MIB, 16, 96 * _MIB)),
+}
+DEFAULT_CACHES = Caches(32 * _KIB, 8, 512 * _KIB, 8, 8 * _MIB)   # a modest x86-64 core, for CPUs not listed
 
 
 class FeatureError(FlexschedError, ValueError):
@@ -92,6 +124,11 @@ def vector_unit(cpu, features):
     if "avx2" in on or "avx" in on:
         return 8, 16    # ymm0-15
     return 4, 16        # xmm0-15 (x86-64 SSE), a safe guess elsewhere
+
+
+def caches(cpu):
+    """The Caches of a CPU by LLVM's name; DEFAULT_CACHES for one not listed."""
+    return KNOWN_CACHES.get(cpu, DEFAULT_CACHES)
 
 
 def digest(features):

@@ -11,7 +11,7 @@ from flexsched.target import Target, get_target
 
 
 def test_each_kind_names_its_evaluators_default_first():
-    assert plugins.evaluator_names("cpu") == ("measure",)
+    assert plugins.evaluator_names("cpu") == ("measure", "model")
     assert plugins.evaluator_names("gpu") == ("measure", "model")
     assert plugins.evaluator_names("fpga") == ("model",)
 

@@ -1,0 +1,578 @@
+"""A static CPU cost model, after Tuna (sec. III-A): a kernel's time predicted from the assembly
+LLVM makes of it and from its loop IR, without running it.
+
+Per segment (a top-level loop nest, its outer loop spread over the cores when parallel):
+- instruction mix: the optimised module's assembly for the target's CPU (codegen.cpu_backend.
+  assembly), the natural loops of its control flow (codegen.x86_asm) weighted by their trip
+  counts: from each loop's counter where the assembly says it, else from the loop-IR loop it lines
+  up with (see _resolve_trips); the parallel loop runs the chunks the busiest core takes
+  (codegen.runtime's chunking); instruction classes from codegen.x86_instructions;
+- compute cycles: each loop body's instructions over the core's pipes (FMA, vector ALU, shuffle,
+  load and store ports, issue width, a 512-bit operation taking two slots where the data path
+  is 256 bits wide) or the chains it carries into its next pass (dependence_chains), whichever
+  is longer, plus waits on masked stores, times how often the body runs; calls to the C library
+  at a fixed price;
+- data movement: bytes brought into L1, L2 and the core's share of the last-level cache by the
+  busiest core's share of the nest (codegen.cache_model), over each level's bandwidth;
+- time: the larger of compute and the slowest level plus half the smaller (MEMORY_OVERLAP), and
+  the cost of calling the segment and of handing chunks to the thread pool.
+The target says the vector width, the cores and the CPU (whose caches flexsched.cpus lists);
+nothing is read from the machine this runs on. Its figures rank schedules; the absolute times
+are rough (docs/results/cpu_model.md has its rank correlation with measurements).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass
+
+from flexsched import cpus
+from flexsched.errors import FlexschedError
+
+from . import x86_asm, x86_instructions
+from .cache_model import Cache, CacheModel
+from .ir import Allocate, For, IfThenElse, Seq
+from .runtime import CHUNKS_PER_THREAD
+from .vectorize import MAX_VECTOR_LANES, vectorize_blocker
+
+# ---------------------------------------------------------------- the core, in a few named numbers
+# Throughputs per cycle of a current x86-64 core (Zen 3/4, Skylake to Sapphire Rapids, from the
+# vendors' optimisation guides and Agner Fog's tables), in operations of the data path's width.
+FMA_PIPES = 2             # FMA / multiply / add units
+VECTOR_PIPES = 4          # every vector ALU operation (FMA, logic, integer, shuffle) shares these
+SHUFFLE_PIPES = 1         # shuffles, broadcasts from a register, inserts and extracts
+LOAD_PORTS = 2
+STORE_PORTS = 1
+ISSUE_WIDTH = 4           # instructions the front end sustains per cycle
+FMA_LATENCY = 4           # cycles before a dependent FMA can start (an accumulator chain)
+ADD_LATENCY = 3
+STORE_FORWARD_LATENCY = 8  # a load of a value stored just before, forwarded from the store queue
+# A load of what a masked store wrote gets nothing forwarded: it waits until the store reaches
+# L1, and such waits do not overlap. Fitted to two YOLO C13 schedules that accumulate into memory
+# under a lane mask (8 and 12 such loads a loop pass took 114 and 195 cycles on the 2-core Zen 4).
+MASKED_STORE_FORWARD_CYCLES = 15
+DIVIDE_SLOTS = 8          # a vector divide or square root holds an FP pipe about this long
+CALL_CYCLES = 40          # a C library math call (expf, tanhf) per element
+ALLOCATION_CYCLES = 200   # malloc or free of a scratch buffer
+COPY_BYTES_PER_CYCLE = 32  # memcpy / memset that LLVM made of a copy or zeroing loop
+# Data paths narrower than the widest vectors: Zen 4 runs a 512-bit operation as two 256-bit halves.
+DATAPATH_BITS = {"znver4": 256}
+# Bandwidth into each cache level, bytes per cycle per core, and DRAM's share per core.
+L2_BYTES_PER_CYCLE = 64   # L2 -> L1: a line a cycle (Zen 4, Skylake-SP and later)
+L3_BYTES_PER_CYCLE = 16   # L3 -> L2: half the guides' 32, as sustained over many cores' traffic
+DRAM_BYTES_PER_CYCLE = 3  # about 10 GB/s per core of a loaded server socket
+# How much of the shorter of compute and data movement hides under the longer (1: all, max of
+# the two; 0: none, their sum). Out-of-order cores and prefetchers hide part of it; of 0.25, 0.5,
+# 0.75 and 1, 0.5 ranked the measured candidates of docs/results/cpu_model.md best.
+MEMORY_OVERLAP = 0.5
+CLOCK_HZ = 3.5e9          # a typical sustained clock of a current x86-64 core under vector load
+SEGMENT_CALL_SECONDS = 1e-6    # one call of a segment through ctypes
+PARALLEL_SECONDS = 15e-6       # waking the thread pool and collecting its chunks
+_LIBRARY_ALLOCATIONS = ("malloc", "free")
+_LIBRARY_COPIES = ("memcpy", "memset", "memmove")
+
+
+class ModelError(FlexschedError, ValueError):
+    """A kernel the CPU model cannot price (one line saying why)."""
+
+
+@dataclass(frozen=True)
+class SegmentEstimate:
+    """The model's view of one segment, for the busiest core."""
+
+    symbol: str
+    parallel_extent: int          # 0 for a segment that runs once on one core
+    calls: int                    # calls of the segment the busiest core makes
+    instructions: dict            # dynamic instructions by class (fma, load, store, shuffle, gather, ...)
+    fma_lanes: float              # multiply-adds the FMAs do (lanes x FMAs)
+    cycles: dict                  # compute cycles by limit (pipes, latency) summed over loop bodies
+    compute_cycles: float
+    bytes: dict                   # bytes into l1, l2, l3 (from the level below)
+    unresolved_loops: int         # loops of the assembly whose trip count neither it nor the loop IR said
+    seconds: float
+    bound: str
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """The model's prediction for a kernel: seconds per call and each segment's figures."""
+
+    seconds: float
+    segments: tuple
+
+    @property
+    def bound(self):
+        return max(self.segments, key=lambda s: s.seconds).bound if self.segments else "none"
+
+    def to_dict(self):
+        return {"seconds": self.seconds, "bound": self.bound, "segments": [asdict(s) for s in self.segments]}
+
+
+@dataclass(frozen=True)
+class Core:
+    """What the model takes from a target: vector data path, cores, caches."""
+
+    datapath_bits: int
+    cores: int
+    caches: cpus.Caches
+
+    @classmethod
+    def of(cls, target):
+        if target.kind != "cpu":
+            raise ModelError(f"target '{target.name}' is not a CPU")
+        return cls(DATAPATH_BITS.get(target.cpu, 32 * target.vector_lanes), max(1, target.cores),
+                   cpus.caches(target.cpu))
+
+
+# ---------------------------------------------------------------- entry points
+
+def estimate(task, schedule=None, target="llvm"):
+    """Estimate of task under schedule (a Schedule, its JSON or None) on a CPU target, in this process."""
+    from flexsched.target import get_target
+
+    from .cpu_backend import assembly
+    from .kernel import lower_for
+
+    target = get_target(target)
+    core = Core.of(target)
+    _check_x86()
+    _, lowered = lower_for(task, schedule, target)
+    return estimate_assembly(assembly(lowered.func, legalised=True, target=target), core)
+
+
+def _check_x86():
+    """ModelError unless LLVM makes x86-64 code here (the model reads x86 assembly)."""
+    import llvmlite.binding as llvm
+
+    triple = llvm.get_default_triple()
+    if not triple.startswith("x86_64"):
+        raise ModelError(f"the CPU model reads x86-64 assembly, but LLVM here makes code for {triple}")
+
+
+def estimate_in_worker(task, schedule_json, target_dict):
+    """estimate(), as its to_dict(), for a codegen.worker call (an LLVM crash or hang kills only the worker)."""
+    from flexsched.target import Target
+
+    return estimate(task, schedule_json, Target.from_dict(target_dict)).to_dict()
+
+
+def estimate_assembly(code, core):
+    """Estimate of a codegen.cpu_backend.Assembly on a Core."""
+    from .llvm_backend import segments as segments_of
+
+    functions = x86_asm.parse(code.text)
+    parts = []
+    for (symbol, extent), stmt in zip(code.segments, segments_of(code.func.body)):
+        if symbol not in functions:
+            raise ModelError(f"the assembly has no function '{symbol}'")
+        parts.append(_segment(symbol, extent, stmt, functions, core))
+    return Estimate(sum(part.seconds for part in parts), tuple(parts))
+
+
+# ---------------------------------------------------------------- one segment
+
+def _segment(symbol, parallel_extent, stmt, functions, core):
+    function, body = _body_function(symbol, functions)
+    outlined = _outlined_loop(stmt) if parallel_extent else None
+    trips, parallel_loop, unresolved = _resolve_trips(body, stmt, outlined)
+    chunks = _busiest_core_chunks(parallel_extent, core.cores) if parallel_extent else [None]
+    active = min(core.cores, parallel_extent) if parallel_extent else 1
+    tally = _Tally()
+    for chunk in chunks:   # each chunk is a call of the segment, its parallel loop over the chunk
+        _function_cycles(function, functions, {**trips, parallel_loop: chunk}, core, tally, 1.0)
+    extents = {outlined.var.name: sum(chunks)} if outlined is not None else None
+    model = CacheModel(stmt, extents)
+    caches = core.caches
+    moved = {"l1": model.moved(Cache(caches.l1, caches.l1_ways)), "l2": model.moved(Cache(caches.l2, caches.l2_ways)),
+             "l3": model.moved(Cache(caches.l3 / active))}
+    compute = tally.total_cycles / CLOCK_HZ
+    memory = {"L2": moved["l1"] / (L2_BYTES_PER_CYCLE * CLOCK_HZ), "L3": moved["l2"] / (L3_BYTES_PER_CYCLE * CLOCK_HZ),
+              "DRAM": moved["l3"] / (DRAM_BYTES_PER_CYCLE * CLOCK_HZ)}
+    slowest = max(memory, key=memory.get)
+    overhead = len(chunks) * SEGMENT_CALL_SECONDS + (PARALLEL_SECONDS if parallel_extent else 0.0)
+    seconds = max(compute, memory[slowest]) + (1 - MEMORY_OVERLAP) * min(compute, memory[slowest]) + overhead
+    # The bound: the compute limit that took the most cycles, or the level data came from slowest.
+    bound = max(tally.cycles, key=tally.cycles.get, default="issue") if compute >= memory[slowest] else slowest
+    return SegmentEstimate(symbol, parallel_extent or 0, len(chunks), {k: round(v) for k, v in tally.mix.items()},
+                           tally.fma_lanes, {k: round(v) for k, v in tally.cycles.items()}, tally.total_cycles,
+                           {k: float(v) for k, v in moved.items()}, unresolved, seconds, bound)
+
+
+def _body_function(symbol, functions):
+    """(the segment's function, the function holding its loops: the internal body when LLVM did
+    not inline it)."""
+    function = functions[symbol]
+    for _, callee in function.calls:
+        if callee == f"{symbol}_body" and callee in functions:
+            return function, functions[callee]
+    return function, function
+
+
+def _outlined_loop(stmt):
+    while isinstance(stmt, Allocate):
+        stmt = stmt.body
+    return stmt if isinstance(stmt, For) and stmt.kind == "parallel" else None
+
+
+def _busiest_core_chunks(extent, cores):
+    """Lengths of the chunks the busiest core runs: codegen.runtime's chunks, each taken by the
+    core that is free first."""
+    parts = max(1, min(cores * CHUNKS_PER_THREAD, extent))
+    base, extra = divmod(extent, parts)
+    lengths = [base + (1 if index < extra else 0) for index in range(parts)]
+    loads = [[] for _ in range(max(1, min(cores, parts)))]
+    for length in lengths:
+        min(loads, key=sum).append(length)
+    return max(loads, key=sum)
+
+
+# ---------------------------------------------------------------- trip counts
+
+def _depths(loops, depth=0):
+    """{asm loop: how many loops enclose it}."""
+    found = {}
+    for loop in loops:
+        found[loop] = depth
+        found.update(_depths(loop.children, depth + 1))
+    return found
+
+
+def _asm_loops(loops):
+    """Loops of the assembly in pre-order."""
+    found = []
+    for loop in loops:
+        found.append(loop)
+        found.extend(_asm_loops(loop.children))
+    return found
+
+
+def _ir_loops(stmt, outlined=None):
+    """{loop: its enclosing loops, outermost first} of the IR loops that stay loops in the
+    assembly, in pre-order: counted loops of more than one iteration (unrolled and vector loops
+    are laid out; a vector loop that cannot be one vector body and is too long to unroll stays a
+    loop), and the parallel loop, whose bounds are arguments."""
+    found = {}
+    stack = [(stmt, ())]
+    while stack:
+        node, outer = stack.pop()
+        if isinstance(node, For):
+            stays = node.kind in ("serial", "parallel") or (
+                node.kind == "vectorized" and node.extent > MAX_VECTOR_LANES and vectorize_blocker(node))
+            if stays and (node.extent > 1 or node is outlined):
+                found[node] = outer
+                outer = (*outer, node)
+            stack.append((node.body, outer))
+        elif isinstance(node, Seq):
+            stack.extend((part, outer) for part in reversed(node.stmts))
+        elif isinstance(node, Allocate):
+            stack.append((node.body, outer))
+        elif isinstance(node, IfThenElse):
+            if node.else_body is not None:
+                stack.append((node.else_body, outer))
+            stack.append((node.then_body, outer))
+    return found
+
+
+def _resolve_trips(function, stmt, outlined):
+    """({asm loop: trips}, the asm loop that runs the parallel loop or None, loops left unknown).
+
+    The parallel loop is the first outermost loop of unknown count (its bounds arrive as
+    arguments). The assembly's loops of known count are aligned with the IR's, each in
+    pre-order (a longest common subsequence pairing a count with an equal extent, or one it
+    divides as LLVM unrolls). A loop of unknown count takes the extent of an IR loop that
+    encloses the IR partners of the loops inside it and sits inside its enclosing loop's
+    partner: the largest such, since LLVM unrolls the small ones away."""
+    parallel_loop = None
+    if outlined is not None:
+        parallel_loop = next((loop for loop in function.loops if loop.trips is None), None)
+    asm = [loop for loop in _asm_loops(function.loops) if loop is not parallel_loop]
+    enclosing = _ir_loops(stmt, outlined)
+    ir = [loop for loop in enclosing if loop is not outlined]
+    known = [loop for loop in asm if loop.trips is not None]
+    depth = _depths(function.loops)
+    partner = {known[a]: ir[i] for a, i in _align(known, ir, [depth[loop] for loop in known],
+                                                   [len(enclosing[node]) for node in ir])}
+    if parallel_loop is not None:
+        partner[parallel_loop] = outlined
+    parents = {child: loop for loop in _asm_loops(function.loops) for child in loop.children}
+    trips = {loop: loop.trips for loop in asm}
+    unresolved = 0
+    for loop in asm:   # outer loops first
+        if loop.trips is not None:
+            continue
+        above = parents.get(loop)
+        while above is not None and above not in partner:
+            above = parents.get(above)
+        outer = partner.get(above)
+        inner = [partner[child] for child in _asm_loops(loop.children) if child in partner]
+        taken = set(partner.values())
+        candidates = [node for node in ir if node not in taken
+                      and (outer is None or outer in enclosing[node])
+                      and all(node in enclosing[below] for below in inner)]
+        if candidates:
+            chosen = max(candidates, key=lambda node: node.extent)
+            partner[loop] = chosen
+            trips[loop] = chosen.extent
+        else:
+            trips[loop] = 1
+            unresolved += 1
+    return trips, parallel_loop, unresolved
+
+
+def _align(asm, ir, asm_depths, ir_depths):
+    """[(asm index, ir index)] of the best order-preserving pairing of loops of known count with
+    IR loops whose extent they equal (best) or divide; among equally good pairings, the one whose
+    partners sit at the most alike depths."""
+    def score(a, i):
+        loop, node = asm[a], ir[i]
+        apart = abs(asm_depths[a] - ir_depths[i])   # a tie-breaker: fewer than 100 levels apart
+        if loop.trips == node.extent:
+            return 300 - apart
+        if node.extent % loop.trips == 0:
+            return 100 - apart
+        return None
+
+    rows, columns = len(asm), len(ir)
+    best = [[0] * (columns + 1) for _ in range(rows + 1)]
+    for a in range(rows - 1, -1, -1):
+        for i in range(columns - 1, -1, -1):
+            value = max(best[a + 1][i], best[a][i + 1])
+            gain = score(a, i)
+            if gain is not None:
+                value = max(value, gain + best[a + 1][i + 1])
+            best[a][i] = value
+    pairs, a, i = [], 0, 0
+    while a < rows and i < columns:
+        gain = score(a, i)
+        if gain is not None and best[a][i] == gain + best[a + 1][i + 1]:
+            pairs.append((a, i))
+            a, i = a + 1, i + 1
+        elif best[a][i] == best[a + 1][i]:
+            a += 1
+        else:
+            i += 1
+    return pairs
+
+
+# ---------------------------------------------------------------- cycles
+
+class _Tally:
+    """Dynamic instruction counts, FMA lanes and cycles (in all, and by the limit that set each
+    block's), accumulated over the blocks the busiest core runs."""
+
+    def __init__(self):
+        self.mix = {}
+        self.cycles = {}
+        self.fma_lanes = 0.0
+        self.total_cycles = 0.0
+
+    def count(self, table, key, value):
+        table[key] = table.get(key, 0.0) + value
+
+
+def _function_cycles(function, functions, trips, core, tally, weight):
+    """Add a call of function (its loops run trips[loop] times per entry) to tally, weight times."""
+    own = [index for block in function.top_blocks() for index in function.block_instructions(block)]
+    _block(function, own, functions, trips, core, tally, weight)
+    for loop in function.loops:
+        _loop_cycles(function, loop, functions, trips, core, tally, weight)
+
+
+def _loop_cycles(function, loop, functions, trips, core, tally, weight):
+    count = trips.get(loop) or 1
+    weight *= count
+    own = [index for block in loop.own_blocks() for index in function.block_instructions(block)]
+    _block(function, own, functions, trips, core, tally, weight)
+    for child in loop.children:
+        _loop_cycles(function, child, functions, trips, core, tally, weight)
+
+
+def _block(function, indices, functions, trips, core, tally, weight):
+    """The cycles of one pass over a block's instructions (pipes or loop-carried dependence
+    chains, whichever is slower, plus stalls), added weight times, with its instruction mix and
+    the calls it makes."""
+    slots = {"fma": 0.0, "vector": 0.0, "shuffle": 0.0, "load": 0.0, "store": 0.0}
+    mix = {}
+    extra = 0.0
+    lanes = 0.0
+    calls = dict(function.calls)
+    for index in indices:
+        instruction = function.instructions[index]
+        cost = x86_instructions.classify(instruction)
+        width = max(1, -(-cost.bits // core.datapath_bits)) if cost.bits > 64 else 1
+        kind = cost.kind
+        mix[kind] = mix.get(kind, 0) + 1
+        if cost.loads:
+            mix["load"] = mix.get("load", 0) + cost.loads
+            each = cost.bytes_loaded * 8 // cost.loads
+            slots["load"] += cost.loads * max(1, -(-each // core.datapath_bits))
+        if cost.stores:
+            mix["store"] = mix.get("store", 0) + cost.stores
+            slots["store"] += cost.stores * max(1, -(-cost.bytes_stored * 8 // core.datapath_bits))
+        if kind in ("fma", "fp", "divide"):
+            slots["fma"] += width * (DIVIDE_SLOTS if kind == "divide" else 1)
+        if kind in ("fma", "fp", "divide", "vector", "shuffle", "gather"):
+            slots["vector"] += width
+        if kind == "shuffle":
+            slots["shuffle"] += width
+        if kind == "fma":
+            lanes += cost.lanes
+        if kind == "call" and index in calls:
+            extra += _call_cycles(calls[index], function, index, functions, trips, core, tally, weight)
+    instructions = [function.instructions[index] for index in indices]
+    latency, stalls = dependence_chains(instructions)
+    pipes = {
+        "fma": slots["fma"] / FMA_PIPES,
+        "vector": slots["vector"] / VECTOR_PIPES,
+        "shuffle": slots["shuffle"] / SHUFFLE_PIPES,
+        "load": slots["load"] / LOAD_PORTS,
+        "store": slots["store"] / STORE_PORTS,
+        "issue": len(indices) / ISSUE_WIDTH,
+        "latency": latency,
+    }
+    limit = max(pipes, key=pipes.get)
+    for key, value in mix.items():
+        tally.count(tally.mix, key, value * weight)
+    tally.count(tally.cycles, limit, pipes[limit] * weight)
+    if extra:
+        tally.count(tally.cycles, "calls", extra * weight)
+    if stalls:
+        tally.count(tally.cycles, "store-forwarding", stalls * weight)
+    tally.fma_lanes += lanes * weight
+    tally.total_cycles += (pipes[limit] + extra + stalls) * weight
+
+
+def dependence_chains(instructions):
+    """(cycles of the longest chain one pass over a loop body carries into the next, cycles
+    lost to loads that wait for a masked store) of a loop body's instructions.
+
+    Through vector registers: each value's latency from the values the pass started with
+    (an FMA or add chain into one accumulator, or one passed between registers); a chain that
+    ends in the register it started from is carried into the next pass. Through memory: a load
+    from an address stored before it in the pass, or later in the pass when the pass leaves the
+    address's registers alone (a reload from the stack aside), reads what that store wrote.
+    Loads that read an address each pass carry store forwarding plus the operation per load; a
+    load of what a masked store wrote gets nothing forwarded and waits for the store to reach
+    the cache, and such waits do not overlap."""
+    depths = {}        # vector register -> {register the pass started with: latency since}
+    changed = {}       # register -> position of its last write so far in the pass
+    stores = {}        # address -> (position, masked) of its last store so far in the pass
+    last_store = {}    # address -> masked, of its last store in the whole pass
+    links = {}         # address -> loads in the pass that read a store
+    for position, instruction in enumerate(instructions):
+        for address, masked in _stored(instruction):
+            last_store[address] = masked
+        if _changes_register(instruction):
+            changed[x86_asm.register(instruction.destination)] = position
+    invariant = {address for address in last_store if not _address_registers(address) & set(changed)}
+    changed = {}
+    stalls = 0.0
+    for position, instruction in enumerate(instructions):
+        _carry(instruction, x86_instructions.classify(instruction), depths)
+        for address in _loaded(instruction):
+            if address in stores:
+                stored_at, masked = stores[address]
+                if any(changed.get(register, -1) > stored_at for register in _address_registers(address)):
+                    continue   # the address moved on since the store
+            elif address in invariant:
+                masked = last_store[address]
+            else:
+                continue
+            links[address] = links.get(address, 0) + 1
+            if masked:
+                stalls += MASKED_STORE_FORWARD_CYCLES
+        for address, masked in _stored(instruction):
+            stores[address] = (position, masked)
+        if _changes_register(instruction):
+            changed[x86_asm.register(instruction.destination)] = position
+    chains = [depth.get(register, 0) for register, depth in depths.items()]
+    chains += [count * (STORE_FORWARD_LATENCY + FMA_LATENCY) for address, count in links.items()
+               if address in invariant]
+    return max(chains, default=0), stalls
+
+
+def _changes_register(instruction):
+    """Whether an instruction writes a general-purpose register (a reload from the stack keeps
+    the value the register had, as far as addresses go)."""
+    return bool(instruction.operands) and x86_asm.register(instruction.destination) is not None \
+        and not instruction.mnemonic.startswith(("cmp", "test", "push", "j", "call", "bt")) \
+        and not (instruction.mnemonic.startswith("mov") and "(%rsp)" in instruction.operands[0])
+
+
+def _carry(instruction, cost, depths):
+    """Update depths with the vector register an instruction writes: the latest of its register
+    sources plus its latency (a load, or zeroing a register with itself, starts afresh)."""
+    target = _vector_register(instruction.destination) if instruction.operands else None
+    if target is None or cost.stores:
+        return
+    sources = [_vector_register(operand) for operand in instruction.operands[:-1]]
+    if instruction.mnemonic.startswith(("vxorp", "vpxor", "vpsub")) and len(set(sources)) == 1 \
+            and sources[0] == target:
+        depths[target] = {}
+        return
+    reads_target = cost.kind == "fma" or ("{%k" in instruction.destination and "{z}" not in instruction.destination)
+    if reads_target:
+        sources.append(target)
+    latency = {"fma": FMA_LATENCY, "fp": ADD_LATENCY}.get(cost.kind, 1)
+    merged = {}
+    for source in sources:
+        if source is None:
+            continue
+        for origin, depth in depths.get(source, {source: 0}).items():
+            merged[origin] = max(merged.get(origin, 0), depth + latency)
+    depths[target] = merged
+
+
+def _vector_register(operand):
+    """The number of a vector register operand ('%zmm3 {%k1}' -> 3), else None."""
+    match = re.match(r"%[xyz]mm(\d+)\b", operand)
+    return int(match.group(1)) if match else None
+
+
+def _plain_address(operand):
+    return re.sub(r"\s*\{[^}]*\}", "", operand)
+
+
+def _loaded(instruction):
+    """Memory operands an instruction reads."""
+    cost = x86_instructions.classify(instruction)
+    if not cost.loads or cost.kind == "gather":
+        return []
+    operands = instruction.operands[:-1] if cost.stores == 0 or cost.kind == "store_only" else instruction.operands
+    return [_plain_address(operand) for operand in operands if "(" in operand and not operand.startswith("$")]
+
+
+def _stored(instruction):
+    """(address, masked) of the memory operand an instruction writes, if any."""
+    cost = x86_instructions.classify(instruction)
+    if not cost.stores or not instruction.operands:
+        return []
+    operand = instruction.destination
+    return [(_plain_address(operand), "{%k" in operand)]
+
+
+def _address_registers(address):
+    return {x86_asm.register(f"%{name}") for name in re.findall(r"%(\w+)", address)}
+
+
+def _call_cycles(callee, function, index, functions, trips, core, tally, weight):
+    """Cycles of one call: a local function's own, the C library's at fixed prices. A local
+    function's cycles go straight into tally; the library's are returned."""
+    if callee in functions and functions[callee] is not function:
+        _function_cycles(functions[callee], functions, trips, core, tally, weight)
+        return 0.0
+    if callee in _LIBRARY_ALLOCATIONS:
+        return ALLOCATION_CYCLES
+    if callee in _LIBRARY_COPIES:
+        size = _size_argument(function, index)
+        return ALLOCATION_CYCLES / 4 + (size if size is not None else 4096) / COPY_BYTES_PER_CYCLE
+    return CALL_CYCLES
+
+
+def _size_argument(function, index):
+    """The constant third argument (%rdx) set before a call, if any."""
+    for position in range(index - 1, max(-1, index - 12), -1):
+        instruction = function.instructions[position]
+        if x86_asm.register(instruction.destination) == "rdx" and instruction.mnemonic.startswith("mov"):
+            return x86_asm.immediate(instruction.operands[0])
+    return None

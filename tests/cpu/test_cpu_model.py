@@ -1,0 +1,92 @@
+"""The static CPU model (codegen.cpu_model) on kernels compiled to x86 assembly: nothing runs."""
+
+import io
+import json
+import platform
+
+import pytest
+
+import flexsched
+from codegen.cpu_model import estimate
+from codegen.evaluators import CpuModelEvaluator
+from explore.records import load_records
+from flexsched.cli import main
+from flexsched.registry import get_task
+from flexsched.schedule import Schedule
+from flexsched.target import get_target
+
+pytestmark = pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"),
+                                reason="the CPU model reads x86-64 assembly")
+
+
+def tiled(size, lanes, parallel=False):
+    """GMM: a 4 x lanes register tile (i unrolled, j one vector), the reduction outside it."""
+    steps = [{"kind": "split", "node": "O", "loop": "i", "factors": [size // 4, 4]},
+             {"kind": "split", "node": "O", "loop": "j", "factors": [size // lanes, lanes]},
+             {"kind": "reorder", "node": "O", "order": ["i.0", "j.0", "rk", "i.1", "j.1"]},
+             {"kind": "unroll", "node": "O", "loop": "i.1"},
+             {"kind": "vectorize", "node": "O", "loop": "j.1"}]
+    if parallel:
+        steps.append({"kind": "parallel", "node": "O", "loop": "i.0"})
+    return Schedule.from_json(json.dumps(steps))
+
+
+@pytest.mark.parametrize("name", ["llvm", "llvm -mattr=-avx512f"])
+def test_fmas_are_counted_at_the_targets_vector_width(name):
+    target = get_target(name).with_(cores=1)
+    lanes = target.vector_lanes
+    predicted = estimate(get_task("GMM", 64, 64, 64), tiled(64, lanes), target)
+    (segment,) = predicted.segments
+    # every multiply-add of the 64^3 product is one lane of one FMA, `lanes` lanes to an FMA
+    assert segment.instructions["fma"] == 64 ** 3 // lanes
+    assert segment.fma_lanes == 64 ** 3
+    assert segment.unresolved_loops == 0
+    # A, B and O (48 KiB) outgrow any L1 but stay in L2 from one call to the next
+    assert segment.bytes["l1"] > 0 and segment.bytes["l2"] == 0
+
+
+def test_a_parallel_loop_shares_its_iterations_among_the_cores():
+    target = get_target("llvm").with_(cores=2)
+    lanes = target.vector_lanes
+    (segment,) = estimate(get_task("GMM", 64, 64, 64), tiled(64, lanes, parallel=True), target).segments
+    assert segment.parallel_extent == 16
+    assert segment.calls == 4                                   # 8 chunks of 2 iterations, 4 a core
+    assert segment.instructions["fma"] == 64 ** 3 // lanes // 2   # the busiest core does half
+
+
+def test_a_tiled_vector_schedule_is_predicted_faster_than_the_naive_nest():
+    target = get_target("llvm")
+    task = get_task("GMM", 256, 256, 256)
+    naive = estimate(task, None, target)
+    fast = estimate(task, tiled(256, target.vector_lanes, parallel=True), target)
+    assert fast.seconds * 4 < naive.seconds
+    assert naive.to_dict()["segments"][0]["instructions"].get("fma", 0) > fast.segments[0].instructions["fma"]
+
+
+def test_a_schedule_that_does_not_lower_is_a_failed_evaluation():
+    bad = json.dumps([{"kind": "split", "node": "O", "loop": "nowhere", "factors": [2, 2]}])
+    with CpuModelEvaluator("llvm") as evaluator:
+        failed = evaluator.estimate(get_task("GMM", 16, 16, 16), bad)
+        ok = evaluator.estimate(get_task("GMM", 16, 16, 16), Schedule())
+    assert failed.status == "build_error" and "nowhere" in failed.error
+    assert ok.ok and ok.seconds > 0 and ok.details["segments"]
+
+
+def test_optimize_with_the_model_records_modelled_points(tmp_path):
+    log = tmp_path / "gmm.jsonl"
+    result = flexsched.optimize(("GMM", 64, 64, 64), evaluator="model", trials=3, log=str(log), build_kernel=False)
+    assert result.judged_by == "modelled"
+    assert result.history.num_ok == 3
+    records = load_records(log)
+    assert len(records) == 3 and all(record.judged_by == "modelled" for record in records)
+
+
+def test_the_cli_tunes_with_the_model_and_says_so():
+    out = io.StringIO()
+    assert main(["-q", "tune", "GMM", "64", "64", "64", "--target", "llvm", "--evaluator", "model", "--trials", "2",
+                 "--json"], out=out) == 0
+    text = out.getvalue()
+    assert "predicted by the static CPU model" in text
+    assert "roofline (predicted)" in text
+    assert "predicted:" in text and "seg_0:" in text
+    assert json.loads(text.splitlines()[-1])["predicted"] is True
