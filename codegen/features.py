@@ -21,7 +21,7 @@ import numpy as np
 from flexsched.affine import stride as affine_stride
 from flexsched.expr import Binary, Call, Load, children, walk
 
-from .ir import Allocate, For, IfThenElse, Seq, Store
+from .ir import Allocate, For, IfThenElse, Seq, Store, walk_stmts
 
 LEVELS = (1, 2, 3, 4, 6, 8)   # footprints within this many innermost non-unit loops, then the whole nest
 ACCESS_SLOTS = 4              # the store and its three largest loads
@@ -208,7 +208,7 @@ def kernel_vector(func):
     """The fixed-length feature vector of a kernel (a PrimFunc)."""
     found = statements(func.body)
     hottest = sorted(found, key=lambda s: -s.executions)[:HOT_STATEMENTS]
-    allocations = [s for s in _walk(func.body) if isinstance(s, Allocate)]
+    allocations = [s for s in walk_stmts(func.body) if isinstance(s, Allocate)]
     local_bytes = sum(a.buffer.size * _itemsize(a.buffer.dtype) for a in allocations)
     arithmetic = sum(s.executions * sum(s.operations()) for s in found)
     params = sum(b.size * _itemsize(b.dtype) for b in func.params)
@@ -218,19 +218,6 @@ def kernel_vector(func):
         vector += statement.vector()
     vector += [0.0] * (VECTOR_LENGTH - len(vector))
     return np.asarray(vector, dtype=np.float32)
-
-
-def _walk(stmt):
-    yield stmt
-    if isinstance(stmt, Seq):
-        for part in stmt.stmts:
-            yield from _walk(part)
-    elif isinstance(stmt, (For, Allocate)):
-        yield from _walk(stmt.body)
-    elif isinstance(stmt, IfThenElse):
-        yield from _walk(stmt.then_body)
-        if stmt.else_body is not None:
-            yield from _walk(stmt.else_body)
 
 
 def kernel_graph(func):

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import numpy as np
@@ -62,7 +63,7 @@ class XgbModel(CostModel):
         ordered = [samples[i] for i in order]
         matrix = self._matrix([s.features for s in ordered])
         data = xgboost.DMatrix(matrix, label=relative_speed(ordered))
-        groups = [sum(1 for _ in members) for _, members in _runs(s.group for s in ordered)]
+        groups = [len(list(members)) for _, members in itertools.groupby(s.group for s in ordered)]
         data.set_group(groups)
         self._width = matrix.shape[1]
         # A refit starts from the saved model's trees (never from the last fit's, which saw these samples already).
@@ -88,17 +89,6 @@ class XgbModel(CostModel):
             self._booster = xgboost.Booster()
             self._booster.load_model(bytearray(json.dumps(state["booster"]).encode()))
             self._base = self._booster
-
-
-def _runs(items):
-    """(value, [items]) for each run of equal consecutive items."""
-    runs = []
-    for item in items:
-        if runs and runs[-1][0] == item:
-            runs[-1][1].append(item)
-        else:
-            runs.append((item, [item]))
-    return runs
 
 
 MODEL = XgbModel
