@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -27,7 +27,16 @@ from cpu_benchmark import cases as cases_of  # noqa: E402  (GMM 1024^3 and the Y
 from explore.finalists import checked_kernel, kernel_timed  # noqa: E402
 from explore.optimize import optimize  # noqa: E402
 from explore.side_by_side import time_side_by_side  # noqa: E402
+from flexsched.cpus import host  # noqa: E402
 from flexsched.target import get_target  # noqa: E402
+
+
+def cpu_description():
+    """The CPU's marketing name, LLVM's name for it and its vector width, for the results file."""
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown CPU")
+    return f"{name} ({host()[0]}), {get_target('llvm').device}"
 
 
 def first_reaching(history, gflops):
@@ -55,8 +64,12 @@ def main():
     parser.add_argument("--ratio", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=9, help="alternating rounds re-timing the two bests")
     parser.add_argument("--out", default="experiments/results/guided_search.json")
+    parser.add_argument("--summary", action="store_true", help="only summarise the results file")
     args = parser.parse_args()
     out = Path(args.out)
+    if args.summary:
+        print_summary(json.loads(out.read_text())["rows"], args.guided)
+        return
     rows = json.loads(out.read_text())["rows"] if out.exists() else []
     done = {(r["case"], r["seed"]) for r in rows}
     all_cases = cases_of()
@@ -88,8 +101,21 @@ def main():
                    "unguided_seconds": plain_s, "guided_seconds": guided_s}
             rows.append(row)
             print(json.dumps(row), flush=True)
-            out.write_text(json.dumps({"cpu": platform.processor() or platform.machine(),
+            out.write_text(json.dumps({"cpu": cpu_description(),
                                        "command": "experiments/guided_search.py", "rows": rows}, indent=1))
+    print_summary(rows, args.guided)
+
+
+def print_summary(rows, guided_trials):
+    """Per case, the median over seeds of both figures of merit, and whether the target holds."""
+    print(f"case  seeds  median re-timed guided/unguided  median search guided/unguided  "
+          f"guided reached 95% within {guided_trials} (of seeds)")
+    for name in dict.fromkeys(r["case"] for r in rows):
+        mine = [r for r in rows if r["case"] == name]
+        reached = sum(r["guided_reached_95_at"] is not None for r in mine)
+        retimed = statistics.median(r["retimed_guided_over_unguided"] for r in mine)
+        search = statistics.median(r["search_ratio"] for r in mine)
+        print(f"{name:5} {len(mine):5}  {retimed:31.2f}  {search:30.2f}  {reached}/{len(mine)}")
 
 
 if __name__ == "__main__":
