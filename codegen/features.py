@@ -5,7 +5,9 @@ Two views of one kernel, the same for CPU and GPU loop IR:
   (how often it runs, vector lanes, unrolling, parallel and thread extents, the innermost loop), its
   arithmetic, and for each access (the store and its loads) the stride along the innermost loop and
   the bytes it touches within the 1, 2, ... innermost non-unit loops (the footprint per level of
-  tiling) and its reuse; the two hottest statements, and a few kernel-wide totals;
+  tiling) and its reuse; the two hottest statements, and kernel-wide totals: arithmetic, and the
+  bytes the whole nest moves through caches of three sizes (codegen.cache_model, as the static CPU
+  model counts them; fixed sizes, so the features stay the same for every target);
 - a graph (for the graph network): loops, allocations, statements and accesses as nodes with
   features of the same kinds, and edges from each node to what it contains.
 Values are log2-scaled so one model sees small and large operators alike.
@@ -21,6 +23,7 @@ import numpy as np
 from flexsched.affine import stride as affine_stride
 from flexsched.expr import Binary, Call, Load, children, walk
 
+from .cache_model import Cache, CacheModel
 from .ir import Allocate, For, IfThenElse, Seq, Store, walk_stmts
 
 LEVELS = (1, 2, 3, 4, 6, 8)   # footprints within this many innermost non-unit loops, then the whole nest
@@ -31,6 +34,8 @@ THREAD_KINDS = ("threadIdx.x", "threadIdx.y", "threadIdx.z", "vthread")
 LOOP_CLASSES = ("serial", "parallel", "vectorized", "unrolled", "block", "thread", "vthread")
 SCOPES = ("global", "local", "shared")
 NODE_TYPES = ("loop", "allocate", "statement", "load", "store")
+# Typical x86 L1 data, L2 and last-level caches (bytes, ways; 0: hashed sets).
+CACHES = (Cache(48 * 1024, 12), Cache(1024 * 1024, 8), Cache(32 * 1024 * 1024))
 
 
 def _log2(value):
@@ -116,7 +121,7 @@ class Statement:
 
 
 STATEMENT_LENGTH = 12 + ACCESS_LENGTH * ACCESS_SLOTS
-KERNEL_LENGTH = 6
+KERNEL_LENGTH = 6 + 2 * len(CACHES)
 VECTOR_LENGTH = KERNEL_LENGTH + STATEMENT_LENGTH * HOT_STATEMENTS
 NODE_LENGTH = len(NODE_TYPES) + len(LOOP_CLASSES) + 3 + ACCESS_LENGTH
 
@@ -212,8 +217,10 @@ def kernel_vector(func):
     local_bytes = sum(a.buffer.size * _itemsize(a.buffer.dtype) for a in allocations)
     arithmetic = sum(s.executions * sum(s.operations()) for s in found)
     params = sum(b.size * _itemsize(b.dtype) for b in func.params)
+    cache_model = CacheModel(func.body)
+    moved = [_log2(cache_model.moved(cache)) for cache in CACHES]
     vector = [_log2(arithmetic), float(len(found)), float(len(allocations)), _log2(local_bytes), _log2(params),
-              _log2(arithmetic) - _log2(params)]
+              _log2(arithmetic) - _log2(params), *moved, *(_log2(arithmetic) - m for m in moved)]
     for statement in hottest:
         vector += statement.vector()
     vector += [0.0] * (VECTOR_LENGTH - len(vector))

@@ -79,6 +79,16 @@ def test_features_see_vectorisation():
     assert max(vectorised) >= math.log2(1 + target.vector_lanes)   # a vector loop of at least one register
 
 
+def test_features_count_cache_traffic():
+    """Bytes moved through the three modelled caches: none where the operator fits, and a naive
+    nest over a matrix too large for the first cache moves more into it than into the last."""
+    target = get_target("llvm")
+    moved = slice(6, 9)    # log2(1 + bytes) moved into the 48 KiB, 1 MiB and 32 MiB caches
+    assert list(features_of(get_task("GMM", 16, 16, 16), None, target).vector[moved]) == [0.0, 0.0, 0.0]
+    first, second, last = features_of(get_task("GMM", 256, 256, 256), None, target).vector[moved]
+    assert first > second >= last and last == 0.0   # three 256 KiB matrices fit the last cache only
+
+
 def test_xgb_ranks_held_out_candidates(landscape):
     pytest.importorskip("xgboost")
     assert held_out_tau(make_model("xgb"), landscape) > 0.3   # chance: 0 with a spread of about 0.1
