@@ -143,9 +143,14 @@ def features_for(task, target, schedules, info=None):
     return found
 
 
+def _seconds(record):
+    return record.seconds if record.ok else math.inf
+
+
 def samples_from_records(paths, judged_by="measured"):
     """Samples of every record in the files that can be replayed here, one group per task and
-    target; (samples, number of records skipped: their task unknown here or their schedule not lowerable)."""
+    target, a candidate measured more than once taken once at its fastest time (the measurement least
+    disturbed); (samples, number of records skipped: their task unknown here or their schedule not lowerable)."""
     from flexsched.registry import task_from_ref
     from flexsched.target import get_target
 
@@ -163,9 +168,14 @@ def samples_from_records(paths, judged_by="measured"):
                 skipped += 1
                 continue
             key = (json.dumps(record.task_ref, sort_keys=True), record.target.get("name", ""))
-            grouped.setdefault(key, []).append(record)
+            candidates = grouped.setdefault(key, {})
+            schedule = record.schedule.to_json()
+            known = candidates.get(schedule)
+            if known is None or _seconds(record) < _seconds(known):
+                candidates[schedule] = record
     samples = []
-    for (task_key, target_name), records in grouped.items():
+    for (task_key, target_name), by_schedule in grouped.items():
+        records = list(by_schedule.values())
         try:
             task = task_from_ref(json.loads(task_key))
             target = get_target(target_name or "llvm")

@@ -3,6 +3,7 @@
 import io
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -189,6 +190,23 @@ def test_train_and_rank_from_record_files(tmp_path):
     assert main(["cost-model", "rank", str(model_file), str(log), "--json"], out=out) == 0
     line = json.loads(out.getvalue().splitlines()[0])
     assert line["candidates"] > 10 and line["kendall_tau"] > 0.5   # in-sample: it has seen these
+
+
+class SlowerEvaluator(FakeEvaluator):
+    """The fake landscape, every time doubled: a second pass over the same candidates on a slower core."""
+
+    def evaluate(self, task, space, points):
+        return [replace(e, seconds=2 * e.seconds) for e in super().evaluate(task, space, points)]
+
+
+def test_a_candidate_measured_twice_is_one_sample_at_its_fastest(tmp_path):
+    slow, fast = tmp_path / "slow.jsonl", tmp_path / "fast.jsonl"
+    for log, evaluator in ((slow, SlowerEvaluator()), (fast, FakeEvaluator())):   # the same 20 random points
+        optimize(GMM, trials=20, evaluator=evaluator, build_kernel=False, seed=0, log=str(log), method="random")
+    alone, _ = samples_from_records([str(fast)])
+    both, skipped = samples_from_records([str(slow), str(fast)])
+    assert skipped == 0 and len(both) == len(alone) == 20
+    assert sorted(s.seconds for s in both) == sorted(s.seconds for s in alone)
 
 
 def test_cost_model_options_need_a_model(capsys):
