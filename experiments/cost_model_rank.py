@@ -26,10 +26,10 @@ from __future__ import annotations
 
 import argparse
 import glob
-import sys
 import json
 import math
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -43,7 +43,7 @@ from flexsched.registry import task_from_ref
 from flexsched.stats import kendall_tau
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cpu_benchmark import cases as benchmark_cases  # noqa: E402  (GMM 1024^3 and the YOLO layers)
+from cpu_benchmark import cases as benchmark_cases, cpu_description  # noqa: E402  (GMM 1024^3, YOLO layers)
 
 DEFAULT_RECORDS = ["experiments/results/sweep_cpu_operators_records/*.jsonl",
                    "experiments/results/sweep_templates_records/*.jsonl"]
@@ -84,14 +84,15 @@ def self_agreement(files):
     for path in files:
         for record in load_records(path):
             if record.ok and record.schedule is not None:
-                key = (str(task_from_ref(record.task_ref)), record.schedule.to_json())
+                key = (json.dumps(record.task_ref, sort_keys=True), record.schedule.to_json())
                 times.setdefault(key, []).append(record.seconds)
     pairs = {}
-    for (task, _), seconds in times.items():
+    for (task_ref, _), seconds in times.items():
         if len(seconds) >= 2:
-            pairs.setdefault(task, []).append(seconds[:2])
-    return {task: kendall_tau([a for a, _ in both], [b for _, b in both])
-            for task, both in sorted(pairs.items()) if len(both) > 1}
+            pairs.setdefault(task_ref, []).append(seconds[:2])
+    agreement = {str(task_from_ref(json.loads(task_ref))): kendall_tau([a for a, _ in both], [b for _, b in both])
+                 for task_ref, both in pairs.items() if len(both) > 1}
+    return dict(sorted(agreement.items()))
 
 
 def tau(model, samples):
@@ -156,7 +157,7 @@ def main():
     agreement = self_agreement(files)
     for task, value in agreement.items():
         print(f"measurement against itself {task}: {value:.3f}", flush=True)
-    result = {"files": files, "candidates": len(samples), "measurement_self_agreement": agreement,
+    result = {"cpu": cpu_description(), "files": files, "candidates": len(samples), "measurement_self_agreement": agreement,
               "within_task": {}, "unseen_operator": {}}
     for text in args.variants:
         variant = tuple(text.split("/"))

@@ -32,6 +32,7 @@ from codegen.evaluators import CpuEvaluator
 from explore.finalists import kernel_timed
 from explore.optimize import optimize
 from explore.side_by_side import time_side_by_side
+from flexsched.cpus import host
 from flexsched.library import checked_library
 from flexsched.registry import get_task
 from flexsched.target import get_target
@@ -40,6 +41,14 @@ YOLO = [(3, 64, 448, 7, 2), (64, 192, 112, 3, 1), (192, 128, 56, 1, 1), (128, 25
         (256, 256, 56, 1, 1), (256, 512, 56, 3, 1), (512, 256, 28, 1, 1), (256, 512, 28, 3, 1),
         (512, 512, 28, 1, 1), (512, 1024, 28, 3, 1), (1024, 512, 14, 1, 1), (512, 1024, 14, 3, 1),
         (1024, 1024, 14, 3, 1), (1024, 1024, 14, 3, 2), (1024, 1024, 7, 3, 1)]
+
+
+def cpu_description():
+    """The CPU's marketing name, LLVM's name for it and its vector width, for results files."""
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown CPU")
+    return f"{name} ({host()[0]}), {get_target('llvm').device}"
 
 
 def cases():

@@ -22,21 +22,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cpu_benchmark import cases as cases_of  # noqa: E402  (GMM 1024^3 and the YOLO layers, named as there)
+from cpu_benchmark import cases as cases_of, cpu_description  # noqa: E402  (GMM 1024^3 and the YOLO layers)
 
 from explore.finalists import checked_kernel, kernel_timed  # noqa: E402
 from explore.optimize import optimize  # noqa: E402
 from explore.side_by_side import time_side_by_side  # noqa: E402
-from flexsched.cpus import host  # noqa: E402
 from flexsched.target import get_target  # noqa: E402
-
-
-def cpu_description():
-    """The CPU's marketing name, LLVM's name for it and its vector width, for the results file."""
-    cpuinfo = Path("/proc/cpuinfo")
-    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
-    name = next((line.split(":", 1)[1].strip() for line in lines if line.startswith("model name")), "unknown CPU")
-    return f"{name} ({host()[0]}), {get_target('llvm').device}"
 
 
 def first_reaching(history, gflops):
