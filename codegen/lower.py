@@ -147,13 +147,16 @@ def _stage_dtype(name, tensors, state):
 # ---------------------------------------------------------------- 2. regions
 
 def _consumers_first(nests):
-    """Stages ordered so that each attached stage comes after the stage it is attached to."""
+    """Stages ordered so that each attached stage comes after the stage it is attached to and
+    after the stages that read it (its region is what they read)."""
     order, placed = [], set()
     while len(order) < len(nests):
         progressed = False
         for name, nest in nests.items():
             anchor = nest.stage.attach_to[0] if nest.stage.attach == "at" else None
-            if name not in placed and (anchor is None or anchor in placed):
+            readers = _attached_readers(nest, nests) if anchor else []
+            if name not in placed and (anchor is None or anchor in placed) and \
+                    all(reader.stage.name in placed for reader in readers):
                 order.append(nest)
                 placed.add(name)
                 progressed = True
@@ -179,10 +182,43 @@ def _infer_region(nest, nests, tensors, inlined):
     if nest.stage.scope == "shared":  # one copy serves every thread of a block
         inner |= _thread_loop_names(consumer, nests)
     reads = [load for load in _rewritten_loads(consumer, nests, inlined) if load.tensor.name == nest.stage.name]
+    for reader in _attached_readers(nest, nests):  # readers computed inside the anchor loop
+        inner |= _enclosed_loop_names(reader, consumer, anchor, nests)
+        reads += [load for load in _rewritten_loads(reader, nests, inlined) if load.tensor.name == nest.stage.name]
     for dim, axis in enumerate(nest.axes):
         low, size = _dim_region([load.indices[dim] for load in reads], inner, axis.extent)
         nest.region_min[axis.name] = low
         nest.extents[axis.name] = size
+
+
+def _attached_readers(nest, nests):
+    """Stages other than its anchor that read an attached stage (they are computed inside the
+    anchor, so one copy made at the anchor's loop serves all of them)."""
+    anchor = nest.stage.attach_to[0]
+    return [other for other in nests.values()
+            if nest.stage.name in other.stage.reads and other.stage.name != anchor]
+
+
+def _enclosed_loop_names(reader, anchor_nest, anchor_loop, nests):
+    """Loop variables that vary inside anchor_loop of anchor_nest on the way down to reader:
+    all of reader's own and of each stage between, and the anchor's loops inside anchor_loop."""
+    names, nest = set(), reader
+    while True:
+        _split_axes(nest)
+        names |= {var.name for var in nest.loop_vars.values()}
+        if nest.stage.attach != "at":
+            raise LoweringError(f"stage '{reader.stage.name}' reads a copy made at loop '{anchor_loop}' of "
+                                f"'{anchor_nest.stage.name}' but is not computed inside it")
+        outer_name, loop = nest.stage.attach_to
+        outer = nests[outer_name]
+        if outer is anchor_nest:
+            loops = list(outer.loop_vars)
+            if loops.index(loop) < loops.index(anchor_loop):
+                raise LoweringError(f"stage '{reader.stage.name}' is computed at loop '{loop}' of "
+                                    f"'{outer_name}', outside the loop '{anchor_loop}' where the copy it "
+                                    "reads is made")
+            return names | {outer.loop_vars[name].name for name in loops[loops.index(anchor_loop) + 1:]}
+        nest = outer
 
 
 def _thread_loop_names(nest, nests):
@@ -450,11 +486,22 @@ def _wrap(build, names, start, stmt, attached):
         for cond, uses in nest.guards:
             if uses and uses <= defined and name in uses:
                 stmt = IfThenElse(cond, stmt)
-        for producer in reversed(attached.get(name, [])):
+        for producer in reversed(_producers_first(attached.get(name, []))):
             stmt = Allocate(producer.buffer, seq(_build(producer, nests, buffers, inlined), stmt))
         kind = _loop_kind(annotation.get(name, ""))
         stmt = For(nest.loop_vars[name], nest.leaf_extents[name], kind, stmt)
     return stmt
+
+
+def _producers_first(stages):
+    """Stages attached at one loop, each after the ones it reads (a shared packed panel comes
+    before the register tile that reads it)."""
+    order, left = [], list(stages)
+    while left:
+        ready = next(s for s in left if not any(o.stage.name in s.stage.reads for o in left if o is not s))
+        order.append(ready)
+        left.remove(ready)
+    return order
 
 
 def _with_root_guards(nest, stmt):

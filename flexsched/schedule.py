@@ -401,9 +401,26 @@ class ComputeInline(Step):
                 consumers[position:position + 1] = [c for c in stage.consumers if c not in consumers]
 
 
+def _encloses_reader(state, outer, tensor):
+    """Whether a stage that reads tensor is computed (directly or through other attached stages)
+    inside stage outer: then tensor can be made once at a loop of outer and serve every
+    instance of that reader below it (a packed panel shared by many register tiles)."""
+    for stage in state.stages.values():
+        if tensor not in stage.reads or stage.attach == "inline":
+            continue
+        seen = set()
+        while stage.attach == "at" and stage.name not in seen:
+            seen.add(stage.name)
+            stage = state.stages[stage.attach_to[0]]
+            if stage.name == outer:
+                return True
+    return False
+
+
 @_step
 class ComputeAt(Step):
-    """Compute a producer inside a loop of one of its consumers, for the region that loop needs."""
+    """Compute a producer inside a loop of one of its consumers, or of a stage its consumer is
+    computed inside, for the region that loop needs."""
 
     kind: ClassVar[str] = "compute_at"
     node: str
@@ -415,8 +432,9 @@ class ComputeAt(Step):
         consumer = state.stage(self.consumer, self.label())
         if stage.is_output and not stage.cache_of:
             raise ScheduleError(f"{self.label()}: node '{stage.name}' is an output and is computed at root")
-        if stage.name not in consumer.reads:
-            raise ScheduleError(f"{self.label()}: node '{consumer.name}' does not read '{stage.name}'")
+        if stage.name not in consumer.reads and not _encloses_reader(state, consumer.name, stage.name):
+            raise ScheduleError(f"{self.label()}: node '{consumer.name}' does not read '{stage.name}' and "
+                                "encloses no stage that does")
         consumer.loop_index(self.loop, self.label())
         stage.attach, stage.attach_to = "at", (consumer.name, self.loop)
 

@@ -40,7 +40,8 @@ LEVEL_ORDERS = (
 UNROLL_LIMITS = (0, 8, 32, 128, 512)
 # Where a reducing node may copy an input into a contiguous local buffer ("packing", as BLAS
 # libraries do): at the end of one of these tiling levels; the region the loops inside read
-# is copied, so strided rows become one dense panel.
+# is copied, so strided rows become one dense panel. With a register tile, an S1 or S2 panel
+# is made outside the tile and feeds every tile inside that level.
 PACK_LEVELS = ("none", "R0", "S1", "S2")
 # Where a reducing node accumulates: into its output (the reduce levels interleave with the
 # spatial ones, per LEVEL_ORDERS), or into a register tile of its S3 loops, copied out once.
@@ -225,7 +226,9 @@ def _register_tile_steps(info, target, node, config, caches):
     tile_points = math.prod(tile_extent.get(name, 1) for name in unrolled) * vectors
     steps += unroll_steps(tile_stage, reduce_nest, extents, config[knob_name(node, "unroll")] // tile_points,
                           stop_at=set(tokens["R0"]))
-    levels = {"R0": (tile_stage, tokens["R0"])}  # S1 and S2 copies would sit outside the reader
+    # An R0 copy is made per reduction block inside the tile's nest; an S1 or S2 copy at the
+    # node's loop outside the tile, one packed panel shared by every register tile inside it.
+    levels = {"R0": (tile_stage, tokens["R0"]), "S1": (node.name, tokens["S1"]), "S2": (node.name, tokens["S2"])}
     reads, places = _pack_steps(info, node, config, tokens, caches, tile_stage, levels)
     first = (reduce_nest + tile)[0]
     return [CacheWrite(node.name, "local")] + reads + steps + places, (tile_stage, first)

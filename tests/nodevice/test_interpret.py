@@ -417,3 +417,52 @@ def test_a_non_contiguous_output_is_written():
     x, out = np.arange(6, dtype="float32"), np.zeros(12, "float32")
     run(copy_kernel(lambda i: i), [x, out[::2]])
     np.testing.assert_array_equal(out[::2], x)
+
+
+def _allocations(stmt, depth=0, found=None):
+    """(buffer name, shape, loop depth) of every Allocate in a statement tree."""
+    found = [] if found is None else found
+    if isinstance(stmt, Allocate):
+        found.append((stmt.buffer.name, stmt.buffer.shape, depth))
+    for child in getattr(stmt, "stmts", ()) or ():
+        _allocations(child, depth, found)
+    body = getattr(stmt, "body", None)
+    if body is not None:
+        _allocations(body, depth + isinstance(stmt, For), found)
+    for branch in (getattr(stmt, "then_body", None), getattr(stmt, "else_body", None)):
+        if branch is not None:
+            _allocations(branch, depth, found)
+    return found
+
+
+def test_a_packed_panel_made_outside_the_register_tiles_feeds_all_of_them():
+    """B copied at the node's j.1 loop is one panel over every tile inside it: the rows of the
+    whole reduction and the columns of j.2 x j.3, read by each i.2 x j.2 register tile."""
+    task = get_task("GMM", 24, 40, 32)
+    i, j, k = ("i", (2, 3, 4)), ("j", (2, 2, 8)), ("rk", (5, 8))
+    steps = [fs.schedule.CacheWrite("O", "local"), fs.schedule.CacheRead("B", "local", ("O.local",)),
+             fs.schedule.Split("O", "i", i[1]), fs.schedule.Split("O", "j", j[1]),
+             fs.schedule.Split("O.local", "rk", k[1]),
+             fs.schedule.Reorder("O", ("i.0", "j.0", "i.1", "j.1", "i.2", "j.2")),
+             fs.schedule.Reorder("O.local", ("rk.0", "rk.1", "i", "j")),
+             fs.schedule.ComputeAt("O.local", "O", "i.1"), fs.schedule.ComputeAt("B.local", "O", "j.0")]
+    state = fs.schedule.Schedule(tuple(steps)).apply(analyze(task))
+    lowered = lower(task, state)
+    inputs = task.random_inputs(0)
+    output = np.zeros((24, 32), "float32")
+    run(lowered.func, [*inputs, output])
+    np.testing.assert_allclose(output, task.evaluate(*inputs)[0], rtol=1e-5, atol=1e-5)
+    allocations = {name: (shape, depth) for name, shape, depth in _allocations(lowered.func.body)}
+    assert allocations["B_local"] == ((40, 16), 2)        # whole reduction x one j.0 block
+    assert allocations["O_local"][1] > allocations["B_local"][1]
+
+
+def test_a_panel_made_inside_the_loop_its_reader_runs_at_is_refused():
+    from codegen.lower import LoweringError
+    task = get_task("GMM", 24, 40, 32)
+    steps = [fs.schedule.CacheWrite("O", "local"), fs.schedule.CacheRead("B", "local", ("O.local",)),
+             fs.schedule.Split("O", "i", (2, 12)), fs.schedule.ComputeAt("O.local", "O", "i.0"),
+             fs.schedule.ComputeAt("B.local", "O", "i.1")]
+    state = fs.schedule.Schedule(tuple(steps)).apply(analyze(task))
+    with pytest.raises(LoweringError, match="'O.local' is computed at loop 'i.0' of 'O', outside the loop 'i.1'"):
+        lower(task, state)

@@ -397,6 +397,19 @@ def test_compute_at_refuses_a_consumer_that_does_not_read_the_node(c2d):
     assert "node 'pad' does not read 'W.shared'" in message
 
 
+def test_compute_at_a_loop_of_a_stage_enclosing_the_reader(gmm):
+    """A copy read by a register tile can be made at a loop of the node the tile is computed in."""
+    state = apply(gmm, CacheWrite("O", "local"), CacheRead("B", "local", ("O.local",)),
+                  ComputeAt("O.local", "O", "j"), ComputeAt("B.local", "O", "i"))
+    assert state.stages["B.local"].attach_to == ("O", "i")
+
+
+def test_compute_at_refuses_a_stage_that_encloses_no_reader(gmm):
+    message = refusal(gmm, CacheWrite("O", "local"), CacheRead("B", "local", ("O.local",)),
+                      ComputeAt("B.local", "O", "i"))
+    assert "node 'O' does not read 'B.local' and encloses no stage that does" in message
+
+
 def test_compute_at_refuses_once_a_write_cache_does_the_reading(c2d):
     message = refusal(c2d, CacheWrite("O", "local"), ComputeAt("pad", "O", "h"))
     assert "node 'O' does not read 'pad'" in message
