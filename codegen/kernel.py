@@ -13,6 +13,7 @@ from flexsched.schedule import Schedule
 from flexsched.target import get_target
 
 from .backend import backend_for
+from .layout import from_blocked, to_blocked
 from .lower import lower
 
 
@@ -52,25 +53,44 @@ class Kernel:
                                                    for b in self.lowered.workspaces]
         self.compiled(*arrays, *workspaces)
 
+    @property
+    def blocked(self):
+        """{parameter name: layout.BlockedParam} of the inputs and outputs passed blocked."""
+        return {param.name: param for param in self.lowered.blocked}
+
     def arguments(self, inputs):
-        """The inputs copied to the kernel's memory, followed by fresh output arrays there."""
+        """The inputs copied to the kernel's memory (converted ahead of time to the blocked
+        layout where the interface asks for one), followed by fresh output arrays there."""
+        blocked = self.blocked
+        inputs = [to_blocked(array, blocked[b.name].blockings) if b.name in blocked else array
+                  for b, array in zip(self.params, inputs)]
         outputs = [self.backend.empty(b.shape, b.dtype) for b in self.params[len(inputs):]]
         return [self.backend.to_device(array) for array in inputs] + outputs
 
     def run(self, *inputs):
-        """Outputs for these numpy inputs, as numpy arrays (copied to and from the device)."""
+        """Outputs for these numpy inputs, as numpy arrays in the caller's layout (copied to and
+        from the device)."""
         arrays = self.arguments(inputs)
         self(*arrays)
-        return [self.backend.to_host(array) for array in arrays[len(inputs):]]
+        return self._logical_outputs([self.backend.to_host(array) for array in arrays[len(inputs):]])
+
+    def _logical_outputs(self, outputs):
+        blocked = self.blocked
+        params = self.params[len(self.params) - len(outputs):]
+        return [from_blocked(array, blocked[b.name].logical_shape, blocked[b.name].blockings)
+                if b.name in blocked else array for b, array in zip(params, outputs)]
 
     def emulate(self, *inputs):
         """Outputs for these numpy inputs, computed by interpreting the kernel's loop IR on this
         CPU (a GPU kernel's threads run in barrier-separated phases, races reported)."""
         from .interpret import run
 
+        blocked = self.blocked
+        inputs = [to_blocked(array, blocked[b.name].blockings) if b.name in blocked else array
+                  for b, array in zip(self.params, inputs)]
         arrays = [*inputs, *(np.empty(b.shape, dtype=b.dtype) for b in self.lowered.func.params[len(inputs):])]
         run(self.lowered.func, arrays)
-        return arrays[len(inputs):len(self.params)]
+        return self._logical_outputs(arrays[len(inputs):len(self.params)])
 
     @property
     def loop_ir(self):

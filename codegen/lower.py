@@ -9,7 +9,8 @@ The passes, in order:
 4. rewrite bodies: inlined stages are substituted, loads are redirected to caches and to
    region-local buffers;
 5. build each nest: reductions get their init just inside the loops outside the first reduce
-   loop (as TVM does), attached stages are emitted at the top of their anchor loop.
+   loop (as TVM does), attached stages are emitted at the top of their anchor loop;
+6. store blocked tensors in their blocked layouts (codegen.layout).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from flexsched.reference import topological_order
 from flexsched.tensor import Tensor
 
 from .ir import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, loop_var, seq
+from .layout import apply_layouts
 
 _LOOP_KINDS = {"": "serial", "parallel": "parallel", "vectorize": "vectorized", "unroll": "unrolled",
                "pipeline": "serial"}
@@ -43,6 +45,7 @@ class Lowered:
     inputs: tuple
     outputs: tuple
     workspaces: tuple  # Buffers the caller allocates for intermediate stages at root
+    blocked: tuple = ()  # layout.BlockedParam of each input or output passed in a blocked layout
 
 
 @dataclass
@@ -87,13 +90,43 @@ def lower(task, state, name="kernel"):
             shape = tuple(nest.extents[axis.name] for axis in nest.axes)
             nest.buffer = Buffer(_ident(nest.stage.name), shape, nest.body.dtype, _scope(nest.stage))
     buffers = {**params, **{n: nest.buffer for n, nest in nests.items()}}
-    body = seq(*(_build(nest, nests, buffers, inlined) for nest in nests.values() if nest.stage.attach == "root"))
+    body = seq(*(_build(nest, nests, buffers, inlined) for nest in _root_order(nests, inlined)))
     missing = outputs - set(nests)
     if missing:
         raise LoweringError(f"output '{sorted(missing)[0]}' has no stage")
     ordered = [params[t.name] for t in task.inputs] + [params[t.name] for t in task.outputs] + workspaces
-    return Lowered(PrimFunc(name, tuple(ordered), body), tuple(t.name for t in task.inputs),
-                   tuple(t.name for t in task.outputs), tuple(workspaces))
+    inputs, outputs = tuple(t.name for t in task.inputs), tuple(t.name for t in task.outputs)
+    layouts = {_ident(name): blockings for name, blockings in state.layouts.items()}
+    func, blocked, _ = apply_layouts(PrimFunc(name, tuple(ordered), body), layouts, inputs, outputs)
+    return Lowered(func, inputs, outputs, func.params[len(inputs) + len(outputs):], blocked)
+
+
+def _root_order(nests, inlined):
+    """The stages at root, each after the root stages it reads, directly or through inlined
+    stages and the stages computed inside it (a read cache made at root comes before its reader)."""
+    stages = {**{name: nest.stage for name, nest in nests.items()}, **{n: i.stage for n, i in inlined.items()}}
+
+    def needs(name, seen):
+        found = set()
+        for stage in [stages[name]] + [s for s in stages.values() if s.attach == "at" and s.attach_to[0] == name]:
+            for read in stage.reads:
+                if read in seen or read not in stages:
+                    continue
+                seen.add(read)
+                found |= {read} if stages[read].attach == "root" else needs(read, seen)
+        return found
+
+    roots = [name for name, nest in nests.items() if nest.stage.attach == "root"]
+    order, placed = [], set()
+    while len(order) < len(roots):
+        for name in roots:
+            if name not in placed and needs(name, {name}) <= placed:
+                order.append(nests[name])
+                placed.add(name)
+                break
+        else:
+            raise LoweringError("stages at root read each other in a cycle")
+    return order
 
 
 def _ident(name):

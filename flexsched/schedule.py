@@ -77,6 +77,8 @@ class ScheduleState:
 
     def __init__(self, info):
         self.tensor_shapes = {t.name: tuple(t.shape) for t in info.tensors}
+        self.inputs, self.outputs = tuple(info.inputs), tuple(info.outputs)
+        self.layouts = {}           # tensor -> (Blocking, ...) in the order applied
         self.stages = {}
         for node in info.nodes:
             loops = [LoopState(loop.name, loop.extent, loop.kind) for loop in node.loops]
@@ -561,6 +563,64 @@ class Partition(Step):
             raise ScheduleError(f"{self.label()}: factor {self.factor} for dimension {self.dim} of "
                                 f"'{self.tensor}' must lie in 1..{shape[self.dim]}")
         stage.partitions.append((self.tensor, self.dim, self.factor))
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """One dimension of a stored tensor split by `block`, the inner part moved innermost."""
+
+    dim: int
+    block: int
+    interface: bool = False
+
+
+def physical_shape(shape, blockings):
+    """The shape a tensor is stored in under its blockings: each blocked dimension divided by its
+    block in place, then the blocks, innermost last (NCHW with c=16 is N, C/16, H, W, 16)."""
+    outer = list(shape)
+    for blocking in blockings:
+        outer[blocking.dim] //= blocking.block
+    return tuple(outer) + tuple(blocking.block for blocking in blockings)
+
+
+@_step
+class Layout(Step):
+    """Store a tensor in a blocked layout: split dimension `dim` by `block` and move the inner part
+    innermost (NCHW to NCHW[c]c; applied twice, KCRS to KCRS[c]c[k]k). Every access is rewritten.
+    An input or output keeps the caller's layout at the kernel's interface, converted inside the
+    kernel, unless `interface` asks the caller to pass it blocked (as pre-packed weights are)."""
+
+    kind: ClassVar[str] = "layout"
+    tensor: str
+    dim: int
+    block: int
+    interface: bool = False
+
+    def label(self):
+        return f"layout on tensor '{self.tensor}'"
+
+    def apply(self, state):
+        if self.tensor not in state.tensor_shapes:
+            raise ScheduleError(f"{self.label()}: no tensor '{self.tensor}'")
+        stage = state.stages.get(self.tensor)
+        if stage is not None and stage.attach == "inline":
+            raise ScheduleError(f"{self.label()}: node '{self.tensor}' is inlined and is never stored")
+        shape = state.tensor_shapes[self.tensor]
+        if not _is_count(self.dim) or not 0 <= self.dim < len(shape):
+            raise ScheduleError(f"{self.label()}: tensor '{self.tensor}' has no dimension {self.dim!r}")
+        if not _is_count(self.block) or self.block < 2 or shape[self.dim] % self.block:
+            raise ScheduleError(f"{self.label()}: block {self.block!r} must be 2 or more and divide dimension "
+                                f"{self.dim} of '{self.tensor}' (extent {shape[self.dim]})")
+        earlier = state.layouts.get(self.tensor, ())
+        if any(blocking.dim == self.dim for blocking in earlier):
+            raise ScheduleError(f"{self.label()}: dimension {self.dim} of '{self.tensor}' is already blocked")
+        if self.interface and self.tensor not in state.inputs + state.outputs:
+            raise ScheduleError(f"{self.label()}: only an input or output is passed at the interface; "
+                                f"'{self.tensor}' is internal")
+        if earlier and earlier[0].interface != self.interface:
+            raise ScheduleError(f"{self.label()}: tensor '{self.tensor}' is already blocked with interface="
+                                f"{earlier[0].interface}; all its blockings must agree")
+        state.layouts[self.tensor] = earlier + (Blocking(self.dim, self.block, bool(self.interface)),)
 
 
 # ---------------------------------------------------------------- schedules

@@ -92,7 +92,7 @@ def test_features_count_cache_traffic():
 
 def test_xgb_ranks_held_out_candidates(landscape):
     pytest.importorskip("xgboost")
-    assert held_out_tau(make_model("xgb"), landscape) > 0.3   # chance: 0 with a spread of about 0.1
+    assert held_out_tau(make_model("xgb"), landscape) > 0.25   # chance: 0 with a spread of about 0.1
 
 
 def test_gnn_learns_the_order_it_is_trained_on(landscape):

@@ -24,8 +24,8 @@ from analysis import analyze
 from flexsched.registry import get_task
 from flexsched.schedule import (
     CACHE_SCOPES, MAX_UNROLL, MAX_VECTOR_LANES, THREAD_AXES, Bind, Buffer, CacheRead, CacheWrite,
-    ComputeAt, ComputeInline, Fuse, Parallel, Partition, Pipeline, Reorder, Schedule, ScheduleError,
-    ScheduleState, Split, Unroll, Vectorize, step_from_dict, step_kinds)
+    ComputeAt, ComputeInline, Fuse, Layout, Parallel, Partition, Pipeline, Reorder, Schedule, ScheduleError,
+    ScheduleState, Split, Unroll, Vectorize, physical_shape, step_from_dict, step_kinds)
 
 
 # ---------------------------------------------------------------- fixtures and helpers
@@ -577,6 +577,7 @@ def every_kind_schedule():
         Pipeline("O.local", "rh", 2),
         Buffer("O.local", "W.shared", "rc"),
         Partition("O.local", "W.shared", 1, 4),
+        Layout("W", 1, 4),
     ))
 
 
@@ -714,3 +715,31 @@ def test_step_from_dict_names_missing_fields():
 def test_booleans_are_not_counts(c2d):
     assert "factor True" in refusal(c2d, Partition("O", "W", 0, True))
     assert "initiation_interval" in refusal(c2d, Pipeline("O", "w", True))
+
+
+# ---------------------------------------------------------------- layouts
+
+def test_layout_blocks_one_dimension_and_records_the_order(c2d):
+    state = apply(c2d, Layout("W", 1, 4), Layout("W", 0, 2, False))
+    assert [(b.dim, b.block) for b in state.layouts["W"]] == [(1, 4), (0, 2)]
+    assert physical_shape((8, 8, 3, 3), state.layouts["W"]) == (4, 2, 3, 3, 4, 2)   # KCRS[4c][2k]
+
+
+@pytest.mark.parametrize("step, expected", [
+    (Layout("X", 0, 2), "no tensor 'X'"),
+    (Layout("W", 4, 2), "tensor 'W' has no dimension 4"),
+    (Layout("W", 1, 3), "block 3 must be 2 or more and divide dimension 1 of 'W' (extent 8)"),
+    (Layout("W", 1, 1), "block 1 must be 2 or more"),
+    (Layout("pad", 1, 2, True), "only an input or output is passed at the interface; 'pad' is internal"),
+])
+def test_layout_refuses_what_does_not_fit(c2d, step, expected):
+    assert expected in refusal(c2d, step)
+
+
+def test_layout_refuses_a_dimension_twice_and_mixed_interfaces(c2d):
+    assert "dimension 1 of 'W' is already blocked" in refusal(c2d, Layout("W", 1, 2), Layout("W", 1, 4))
+    assert "all its blockings must agree" in refusal(c2d, Layout("W", 1, 2), Layout("W", 0, 2, True))
+
+
+def test_layout_refuses_an_inlined_node(c2d):
+    assert "node 'pad' is inlined and is never stored" in refusal(c2d, ComputeInline("pad"), Layout("pad", 1, 2))

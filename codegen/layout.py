@@ -1,0 +1,212 @@
+"""Blocked layouts in the loop IR: buffers stored with a dimension split and its block innermost.
+
+Lowering builds every access with the tensor's logical indices; this pass, run last, gives each
+blocked buffer its physical shape (flexsched.schedule.physical_shape) and rewrites each index i
+of a blocked dimension into i // block in place and i % block innermost. Where i is a sum whose
+terms are multiples of the block but for one part provably inside 0..block-1 (a split loop whose
+inner factor is the block), the quotient and remainder are those terms themselves, so the
+innermost block stays contiguous along the vectorised loop.
+
+An input or output blocked only inside the kernel is converted there: a blocked workspace is
+filled from the caller's array before the computation, or copied out to it after, and that
+conversion is part of every call. One blocked at the interface is passed blocked by the caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from flexsched.affine import interval, split_terms
+from flexsched.errors import FlexschedError
+from flexsched.expr import Load, as_expr, iter_vars_of, transform
+from flexsched.schedule import physical_shape
+
+from .ir import Allocate, Buffer, For, Store, loop_var, map_stmts, seq
+
+
+class LayoutError(FlexschedError, ValueError):
+    """A blocked layout that does not fit the buffer it applies to (names the tensor and dimension)."""
+
+
+@dataclass(frozen=True)
+class BlockedParam:
+    """A kernel parameter the caller passes in a blocked layout: its logical shape and blockings."""
+
+    name: str
+    logical_shape: tuple
+    blockings: tuple
+
+    def describe(self):
+        """The layout in words, e.g. 'W: [512, 512, 1, 1] blocked as [32, 512, 1, 1, 16] (dim 0 by 16)'."""
+        parts = ", ".join(f"dim {b.dim} by {b.block}" for b in self.blockings)
+        return (f"{self.name}: {list(self.logical_shape)} blocked as "
+                f"{list(physical_shape(self.logical_shape, self.blockings))} ({parts})")
+
+
+def to_blocked(array, blockings):
+    """A caller's array in the blocked layout (a copy; what a blocked interface expects)."""
+    array = np.asarray(array)
+    shape, axes_outer, axes_inner = [], [], []
+    position = 0
+    blocked = {b.dim: b.block for b in blockings}
+    for dim, extent in enumerate(array.shape):
+        if dim in blocked:
+            shape += [extent // blocked[dim], blocked[dim]]
+            axes_outer.append(position)
+            axes_inner.append((dim, position + 1))
+            position += 2
+        else:
+            shape.append(extent)
+            axes_outer.append(position)
+            position += 1
+    inner_by_dim = dict(axes_inner)
+    order = axes_outer + [inner_by_dim[b.dim] for b in blockings]
+    return np.ascontiguousarray(array.reshape(shape).transpose(order))
+
+
+def from_blocked(array, logical_shape, blockings):
+    """A blocked array back in the caller's layout (a copy)."""
+    ndim, count = len(logical_shape), len(blockings)
+    inner_axis = {b.dim: ndim + k for k, b in enumerate(blockings)}
+    order = []
+    for dim in range(ndim):
+        order.append(dim)
+        if dim in inner_axis:
+            order.append(inner_axis[dim])
+    assert len(order) == ndim + count
+    return np.ascontiguousarray(np.asarray(array).transpose(order).reshape(logical_shape))
+
+
+def split_index(index, block):
+    """(index // block, index % block), exact where the index's terms allow."""
+    index = as_expr(index, "int64")
+    parts = split_terms(index, {v.name for v in iter_vars_of(index)})
+    if parts is not None:
+        terms, _, constant = parts
+        quotient = as_expr(constant // block, "int64")
+        rest = as_expr(constant % block, "int64")
+        for coefficient, term in terms:
+            if coefficient % block == 0:
+                quotient = quotient + term * (coefficient // block)
+            else:
+                rest = rest + term * coefficient
+        bounds = interval(rest)
+        if bounds is not None and 0 <= bounds[0] and bounds[1] < block:
+            return quotient, rest
+    return index // block, index % block
+
+
+def physical_indices(indices, blockings):
+    """Logical indices of a blocked buffer as its physical ones."""
+    outer, inner = list(indices), []
+    for blocking in blockings:
+        quotient, remainder = split_index(indices[blocking.dim], blocking.block)
+        outer[blocking.dim] = quotient
+        inner.append(remainder)
+    return tuple(outer) + tuple(inner)
+
+
+def apply_layouts(func, layouts, inputs, outputs):
+    """(func, blocked interface params, new workspaces) with every blocked buffer stored blocked;
+    layouts maps a buffer's name to its blockings. Workspaces among func's params keep their
+    place with their physical shape; the conversion workspaces are appended."""
+    if not layouts:
+        return func, (), ()
+    blocked = {}        # old Buffer -> new Buffer
+    interface, workspaces, before, after = [], [], [], []
+    params = list(func.params)
+    for position, param in enumerate(func.params):
+        blockings = layouts.get(param.name)
+        if not blockings:
+            continue
+        _check_fits(param, blockings)
+        physical = Buffer(param.name, physical_shape(param.shape, blockings), param.dtype, param.scope)
+        if blockings[0].interface or param.name not in inputs + outputs:  # a workspace is ours to lay out
+            params[position] = physical
+            blocked[param] = physical
+            if param.name in inputs + outputs:
+                interface.append(BlockedParam(param.name, param.shape, tuple(blockings)))
+            continue
+        inside = Buffer(f"{param.name}_blocked", physical.shape, param.dtype)
+        blocked[param] = inside
+        workspaces.append(inside)
+        if param.name in inputs:
+            before.append(_conversion(param, inside, blockings, to_inside=True))
+        if param.name in outputs:
+            after.append(_conversion(param, inside, blockings, to_inside=False))
+
+    def buffer_of(buffer):
+        return blocked.get(buffer, buffer)
+
+    def note_allocations(stmt):
+        if isinstance(stmt, Allocate) and layouts.get(stmt.buffer.name) and stmt.buffer not in blocked:
+            _check_fits(stmt.buffer, layouts[stmt.buffer.name])
+            blocked[stmt.buffer] = replace(stmt.buffer, shape=physical_shape(stmt.buffer.shape,
+                                                                              layouts[stmt.buffer.name]))
+        return None
+
+    map_stmts(func.body, note_allocations)
+
+    def rewrite_expr(expr):
+        def rule(node):  # bottom-up: the indices are rewritten already
+            if isinstance(node, Load) and node.tensor in blocked:
+                return Load(blocked[node.tensor], _physical(node.tensor, node.indices), node.dtype)
+            return None
+        return transform(expr, rule)
+
+    def _physical(buffer, indices):
+        return physical_indices(indices, layouts[buffer.name])
+
+    def rewrite_stmt(stmt):
+        if isinstance(stmt, Store):
+            indices = tuple(rewrite_expr(as_expr(i, "int64")) for i in stmt.indices)
+            value = rewrite_expr(as_expr(stmt.value, stmt.buffer.dtype))
+            if stmt.buffer in blocked:
+                return Store(blocked[stmt.buffer], _physical(stmt.buffer, indices), value)
+            return Store(stmt.buffer, indices, value)
+        if isinstance(stmt, Allocate) and stmt.buffer in blocked:
+            return Allocate(blocked[stmt.buffer], stmt.body)
+        if hasattr(stmt, "cond"):
+            return replace(stmt, cond=rewrite_expr(stmt.cond))
+        return None
+
+    body = map_stmts(func.body, rewrite_stmt)
+    body = seq(*before, body, *after)
+    func = replace(func, params=tuple(params) + tuple(workspaces), body=body)
+    return func, tuple(interface), tuple(workspaces)
+
+
+def _check_fits(buffer, blockings):
+    for blocking in blockings:
+        extent = buffer.shape[blocking.dim]
+        if extent % blocking.block:
+            raise LayoutError(f"buffer '{buffer.name}': dimension {blocking.dim} (extent {extent}) is not a "
+                              f"multiple of its block {blocking.block}")
+
+
+def _conversion(param, inside, blockings, to_inside):
+    """The loop nest copying a caller's array into its blocked workspace (or back out), over the
+    destination's order so the stores are contiguous; the outermost loop runs in parallel."""
+    if to_inside:
+        shape = inside.shape
+        variables = [loop_var(f"{inside.name}.c{d}", n) for d, n in enumerate(shape)]
+        logical = list(variables[:len(param.shape)])
+        for k, blocking in enumerate(blockings):
+            logical[blocking.dim] = logical[blocking.dim] * blocking.block + variables[len(param.shape) + k]
+        stmt = Store(inside, tuple(variables), Load(param, tuple(logical), param.dtype))
+    else:
+        shape = param.shape
+        variables = [loop_var(f"{param.name}.c{d}", n) for d, n in enumerate(shape)]
+        stmt = Store(param, tuple(variables), Load(inside, physical_indices(tuple(variables), blockings),
+                                                   param.dtype))
+    for depth in range(len(shape) - 1, -1, -1):
+        kind = "parallel" if depth == _parallel_depth(shape) else "serial"
+        stmt = For(variables[depth], shape[depth], kind, stmt)
+    return stmt
+
+
+def _parallel_depth(shape):
+    """The outermost loop with more than one iteration."""
+    return next((d for d, n in enumerate(shape) if n > 1), 0)
