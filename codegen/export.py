@@ -131,10 +131,18 @@ def _prototype(kernel, name):
     return f"int {name}({', '.join(params)})"
 
 
+def _blocking_text(param):
+    """How a blocked parameter's elements sit, in C terms."""
+    parts = ", ".join(f"dimension {b.dim} split by {b.block}" for b in param.blockings)
+    return f"the logical {list(param.logical_shape)} array with {parts}, each block innermost"
+
+
 def header_text(kernel, name):
     guard = f"{name.upper()}_H"
+    blocked = kernel.blocked
     shapes = "\n".join(f" *   {b.name}: {b.dtype}{list(b.shape)}, "
                        f"{'input' if i < len(kernel.lowered.inputs) else 'output'}"
+                       + (f", blocked: {_blocking_text(blocked[b.name])}" if b.name in blocked else "")
                        for i, b in enumerate(kernel.params))
     return f"""/* {kernel.task} compiled by flexsched for this CPU.
  * Arrays are row-major and contiguous:

@@ -54,6 +54,14 @@ class Kernel:
         self.compiled(*arrays, *workspaces)
 
     @property
+    def signature(self):
+        """The parameters as the caller passes them, a blocked one with its logical shape."""
+        blocked = self.blocked
+        return ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}"
+                         + (f" (blocked: {_blocking_note(blocked[b.name])})" if b.name in blocked else "")
+                         for b in self.params)
+
+    @property
     def blocked(self):
         """{parameter name: layout.BlockedParam} of the inputs and outputs passed blocked."""
         return {param.name: param for param in self.lowered.blocked}
@@ -121,6 +129,11 @@ class Kernel:
             raise ValueError(f"save() writes a CPU shared library; a {self.target.name} kernel's code is in "
                              "kernel.source")
         return save_shared_library(self, directory, name)
+
+
+def _blocking_note(param):
+    parts = ", ".join(f"dim {b.dim} by {b.block}" for b in param.blockings)
+    return f"logical {list(param.logical_shape)}, {parts}"
 
 
 def build(task, schedule=None, target="llvm", name=None):

@@ -39,6 +39,9 @@ def torch_op(kernel_or_task, name=None, target="llvm", database=None):
                                                                              database=database)
     if kernel.backend.kind != "cpu":
         raise ValueError(f"torch_op runs CPU kernels; this one is for {kernel.target.name}")
+    if kernel.blocked:
+        raise ValueError(f"torch_op passes tensors in their own layout, but this kernel takes "
+                         f"{', '.join(kernel.blocked)} blocked at its interface; build it without interface=True")
     name = name or default_name(kernel.task)
     if not _NAME.fullmatch(name):
         raise ValueError(f"operator name {name!r} must be an identifier (letters, digits, _; not starting with a digit)")

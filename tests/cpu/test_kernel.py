@@ -143,3 +143,19 @@ def test_register_tile_lives_in_registers():
         if accumulate == "registers":
             assert "alloca" not in kernel.llvm_ir
     assert vector_stores["registers"] <= 4 < vector_stores["memory"]  # 4 rows of 16 copied out
+
+
+def test_a_blocked_interface_shows_in_the_signature_and_the_c_header(tmp_path):
+    from codegen.export import header_text
+    from flexsched.schedule import Layout, Schedule
+    from flexsched.torch_ops import torch_op
+    task = get_task("GMM", 16, 12, 32)
+    kernel = build(task, Schedule((Layout("B", 1, 16, True),)))
+    assert kernel.signature == ("A: float32[16, 12], B: float32[12, 2, 16] (blocked: logical [12, 32], "
+                                "dim 1 by 16), O: float32[16, 32]")
+    assert "B: float32[12, 2, 16], input, blocked: the logical [12, 32] array with dimension 1 split by 16" \
+        in header_text(kernel, "gmm")
+    inputs = task.random_inputs(0)
+    np.testing.assert_allclose(kernel.run(*inputs)[0], task.evaluate(*inputs)[0], rtol=1e-4, atol=1e-4)
+    with pytest.raises(ValueError, match="takes B blocked at its interface"):
+        torch_op(kernel)
