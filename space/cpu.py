@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import math
 
-from flexsched.schedule import (MAX_VECTOR_LANES, CacheRead, CacheWrite, ComputeAt, Fuse, Parallel, Schedule,
-                                Unroll, Vectorize, cache_stage_name)
+from flexsched.schedule import (MAX_VECTOR_LANES, CacheRead, CacheWrite, ComputeAt, Fuse, Layout, Parallel,
+                                Schedule, Unroll, Vectorize, cache_stage_name)
 
 from .budget import grow_caps
 from .knobs import ChoiceKnob
@@ -91,6 +91,9 @@ def knobs(info, target):
                 result.append(ChoiceKnob(knob_name(node, "order"), "reorder", tuple(range(len(LEVEL_ORDERS)))))
         if node.reduce:
             result.append(ChoiceKnob(knob_name(node, "accumulate"), "cache_write", ACCUMULATE))
+            axes = vector_axes(node, target)
+            if len(axes) > 1:
+                result.append(ChoiceKnob(knob_name(node, "vector"), "layout", axes))
         if len(spatial) > 1:
             result.append(ChoiceKnob(knob_name(node, "fuse"), "fuse", tuple(range(1, len(spatial) + 1))))
         if _is_main(info, node):
@@ -102,6 +105,61 @@ def knobs(info, target):
         if knob:
             result.append(knob)
     return result
+
+
+def vector_axes(node, target):
+    """The spatial loops a register tile may vectorise: the last (the output's contiguous one) and
+    any other whose extent is a multiple of the vector width; vectorising one of those stores the
+    output, and the inputs that loop indexes, blocked by it (NCHW as NCHW[k]k, KCRS as K/k CRS k)."""
+    loops = split_loops(node.spatial)
+    lanes = max(1, target.vector_lanes)
+    if not loops or lanes < 2:
+        return tuple(loop.name for loop in loops[-1:])
+    return tuple([loops[-1].name] + [loop.name for loop in loops[:-1] if loop.extent % lanes == 0])
+
+
+def _vector_axis(node, target, config):
+    """(loop vectorised by the register tile, config with its tile factors in place): another axis
+    than the last takes the last one's innermost factor (a multiple of the vector width that
+    divides its extent, else the last axis stays) and gives it its own, so the tile keeps its
+    shape and the register budget holds; the outer factors are recomputed around them."""
+    loops = split_loops(node.spatial)
+    chosen = config.get(knob_name(node, "vector"), loops[-1].name if loops else None)
+    if not loops or chosen == loops[-1].name:
+        return chosen, config
+    axis = next(loop for loop in loops if loop.name == chosen)
+    last = loops[-1]
+    axis_factors = config[knob_name(node, "split", axis)]
+    last_factors = config[knob_name(node, "split", last)]
+    width = last_factors[-1]
+    if width % max(1, target.vector_lanes) or axis.extent % width:
+        return last.name, config
+    swapped = dict(config.to_dict() if hasattr(config, "to_dict") else config)
+    for loop, factors, inner in ((axis, axis_factors, width), (last, last_factors, axis_factors[-1])):
+        # The innermost middle factor absorbs the change, so the loops inside the outermost
+        # level cover about as much as before (exactly where the factors divide).
+        middle = list(factors[1:-1])
+        if middle:
+            middle[-1] = max(1, middle[-1] * factors[-1] // inner)
+        swapped[knob_name(node, "split", loop)] = (-(-loop.extent // (math.prod(middle) * inner)), *middle, inner)
+    return chosen, swapped
+
+
+def _layout_steps(info, node, axis, width, packed):
+    """Layout steps storing blocked by `width` along `axis`: the node (and its register tile), the
+    inputs whose dimension that loop alone indexes, and their packed copies."""
+    dim = [loop.name for loop in node.spatial].index(axis)
+    steps = [Layout(node.name, dim, width), Layout(f"{node.name}.local", dim, width)]
+    stored_inputs = set(info.inputs)
+    for access in node.reads:
+        if access.tensor not in stored_inputs:
+            continue
+        for position, index in enumerate(access.indices):
+            if index.affine and index.coefficients == ((axis, 1),) and index.offset == 0:
+                steps.append(Layout(access.tensor, position, width))
+                steps += [Layout(cache, position, width) for source, cache in packed if source == access.tensor]
+                break
+    return steps
 
 
 def _pack_steps(info, node, config, tokens, caches, reader, levels):
@@ -195,7 +253,11 @@ def _register_tile_steps(info, target, node, config, caches):
     reduce levels, outermost first, then the tile's loops, unrolled, the chosen axis vectorised."""
     tile_stage = f"{node.name}.local"  # the name CacheWrite gives; later read caches avoid it
     caches.add(tile_stage)
+    axis, config = _vector_axis(node, target, config)
     steps, tokens, extents = _level_names(info, node, config, tile_stage, SPATIAL_LEVELS)
+    last_axis = split_loops(node.spatial)[-1].name if split_loops(node.spatial) else axis
+    if axis != last_axis:  # the vectorised axis goes innermost in the copy-out and the tile
+        tokens["S3"] = [name for name in tokens["S3"] if name != f"{axis}.3"] + [f"{axis}.3"]
     outer = [loop.name for loop in trivial_loops(node.spatial)]
     nest = outer + [name for k in range(SPATIAL_LEVELS) for name in tokens[f"S{k}"]]
     steps += reorder_step(node.name, nest)
@@ -212,6 +274,8 @@ def _register_tile_steps(info, target, node, config, caches):
     # The tile's loops keep the node's loop names; compute_at bounds them to the S3 factors.
     # Length-1 loops go first, so the last split loop (the vectorised one) is innermost.
     tile = [loop.name for loop in trivial_loops(node.spatial)] + [loop.name for loop in split_loops(node.spatial)]
+    if axis != last_axis:
+        tile = [name for name in tile if name != axis] + [axis]
     tile_extent = {name.rsplit(".", 1)[0]: extents[name] for name in tokens["S3"]}
     reduce_nest = ([loop.name for loop in trivial_loops(node.reduce)]
                    + [name for k in range(REDUCE_LEVELS) for name in tokens[f"R{k}"]])
@@ -230,6 +294,9 @@ def _register_tile_steps(info, target, node, config, caches):
     # node's loop outside the tile, one packed panel shared by every register tile inside it.
     levels = {"R0": (tile_stage, tokens["R0"]), "S1": (node.name, tokens["S1"]), "S2": (node.name, tokens["S2"])}
     reads, places = _pack_steps(info, node, config, tokens, caches, tile_stage, levels)
+    if axis != last_axis:
+        packed = [(read.tensor, place.node) for read, place in zip(reads, places)]
+        places += _layout_steps(info, node, axis, extents[f"{axis}.3"], packed)
     first = (reduce_nest + tile)[0]
     return [CacheWrite(node.name, "local")] + reads + steps + places, (tile_stage, first)
 

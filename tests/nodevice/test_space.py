@@ -309,7 +309,22 @@ def test_cpu_vectorises_the_output_contiguous_loop_and_never_inlines_a_guarded_p
         state = check_point(padded, padded.random_point(rng))
         for stage in (state.stages["O"], state.stages.get("O.local")):
             vectorised = [loop.name for loop in stage.loops if loop.annotation == "vectorize"] if stage else []
-            assert all(name.split(".")[0] == "w" for name in vectorised)
+            # Another axis only in a register tile, with the output blocked along it (k is dim 1).
+            assert all(name.split(".")[0] == "w" or [b.dim for b in state.layouts.get("O", ())] == [1]
+                       for name in vectorised)
+
+
+def test_a_register_tile_vectorised_along_the_channels_blocks_the_output_and_the_weights():
+    space = generate(analyze(get_task("C2D", 1, 8, 14, 14, 32, 1, 1, 0)), "llvm")
+    lanes = get_target("llvm").vector_lanes   # 8 or 16: both divide the 32 output channels
+    assert next(k.values for k in space.knobs if k.name == "O.vector") == ("w", "k")
+    config = _cpu_config(space, O__accumulate="registers", O__vector="k", O__split__w=(-(-14 // lanes), 1, 1, lanes),
+                         O__split__k=(32, 1, 1, 1), O__pack__W="none")
+    state = check_point(space, space.point(config))
+    tile = state.stages["O.local"].loops
+    assert tile[-1].name == "k" and tile[-1].annotation == "vectorize"
+    assert {name: [(b.dim, b.block) for b in blockings] for name, blockings in state.layouts.items()} == \
+        {"O": [(1, lanes)], "O.local": [(1, lanes)], "W": [(0, lanes)]}
 
 
 def test_producer_inlined_into_several_consumers_is_not_computed_at_one_of_them():
