@@ -68,7 +68,7 @@ MEMORY_OVERLAP = 0.5
 CLOCK_HZ = 3.5e9          # a typical sustained clock of a current x86-64 core under vector load
 SEGMENT_CALL_SECONDS = 1e-6    # one call of a segment through ctypes
 PARALLEL_SECONDS = 15e-6       # waking the thread pool and collecting its chunks
-_LIBRARY_ALLOCATIONS = ("malloc", "free")
+_LIBRARY_ALLOCATIONS = ("malloc", "aligned_alloc", "free")
 _LIBRARY_COPIES = ("memcpy", "memset", "memmove")
 
 

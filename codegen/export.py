@@ -176,7 +176,8 @@ def wrapper_text(kernel, name):
     lines += ["", _prototype(kernel, name) + " {"]
     workspaces = kernel.lowered.workspaces
     for index, buffer in enumerate(workspaces):
-        lines.append(f"    void *ws{index} = malloc({buffer.size} * sizeof({_C_TYPES[buffer.dtype]}));")
+        nbytes = f"{buffer.size} * sizeof({_C_TYPES[buffer.dtype]})"
+        lines.append(f"    void *ws{index} = aligned_alloc(64, ({nbytes} + 63) / 64 * 64);   /* whole cache lines */")
     if workspaces:
         lines.append("    if (" + " || ".join(f"!ws{i}" for i in range(len(workspaces))) + ") {")
         lines += [f"        free(ws{i});" for i in range(len(workspaces))] + ["        return -1;", "    }"]

@@ -34,7 +34,10 @@ from flexsched.expr import Binary, Call, Cast, Compare, Const, Intrinsic, IterVa
 
 CPU_LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 GPU_LOOP_KINDS = tuple(kind for kind in LOOP_KINDS if kind not in CPU_LOOP_KINDS)
-MAX_STACK_BYTES = 16 * 1024     # larger scratch buffers come from malloc
+MAX_STACK_BYTES = 16 * 1024     # larger scratch buffers come from the heap
+# Scratch buffers start on a cache line, so with rows pitched to whole vectors no vector access
+# of a local tile or packed panel straddles two lines (one 64-byte line holds an AVX-512 vector).
+SCRATCH_ALIGN = 64
 
 _I1, _I32, _I64 = ir.IntType(1), ir.IntType(32), ir.IntType(64)
 _PTR = ir.PointerType()
@@ -314,9 +317,11 @@ class _FunctionEmitter:
         if nbytes <= MAX_STACK_BYTES:
             pointer = self.entry.alloca(ir.ArrayType(_llvm_type(buffer.dtype), size), name=buffer.name)
             pointer.type = _PTR     # llvmlite gives allocas a typed pointer, which refuses vector stores
+            pointer.align = SCRATCH_ALIGN
         else:
-            malloc = self.mb.declare("malloc", _PTR, [_I64])
-            pointer = self.entry.call(malloc, [_int64(nbytes)], name=buffer.name)
+            aligned_alloc = self.mb.declare("aligned_alloc", _PTR, [_I64, _I64])
+            rounded = -(-nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN   # C11 wants a multiple of the alignment
+            pointer = self.entry.call(aligned_alloc, [_int64(SCRATCH_ALIGN), _int64(rounded)], name=buffer.name)
             self.heap.append(pointer)
         previous = self.pointers.get(buffer)
         self.pointers[buffer] = pointer
