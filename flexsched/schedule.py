@@ -669,5 +669,13 @@ class Schedule:
         return Schedule(self.steps + tuple(other.steps if isinstance(other, Schedule) else other))
 
 
+def with_blocked_interface(schedule, tensors):
+    """The schedule with the named inputs or outputs passed blocked by the caller (their Layout
+    steps at the interface), as an inference engine passes weights it packed once ahead of time."""
+    tensors = set(tensors)
+    return Schedule(tuple(replace(step, interface=True) if isinstance(step, Layout) and step.tensor in tensors
+                          else step for step in schedule.steps))
+
+
 def step_kinds():
     return tuple(sorted(_STEP_KINDS))

@@ -96,3 +96,13 @@ def test_a_block_that_does_not_divide_a_region_is_refused():
              Layout("B.local", 1, 4)]
     with pytest.raises(LayoutError, match="buffer 'B_local': dimension 1 \\(extent 6\\) is not a multiple of its block 4"):
         lower_for(task, Schedule(tuple(steps)), "llvm")
+
+
+def test_with_blocked_interface_moves_the_named_conversions_to_the_caller():
+    from flexsched.schedule import with_blocked_interface
+    task = get_task("GMM", 16, 12, 24)
+    schedule = with_blocked_interface(Schedule((Layout("B", 1, 8), Layout("O", 1, 8))), ["B"])
+    assert [step.interface for step in schedule.steps] == [True, False]
+    outputs, lowered, reference = interpreted(task, schedule.steps)
+    assert [p.name for p in lowered.blocked] == ["B"]
+    np.testing.assert_allclose(outputs[0], reference[0], rtol=1e-5, atol=1e-5)
