@@ -17,7 +17,7 @@ _LADDER = ("sse", "sse2", "sse3", "ssse3", "sse4.1", "sse4.2", "avx", "avx2", "a
 # Extensions resting on one rung of the ladder besides the rungs above it.
 _RESTS_ON = {"avx": ("fma", "f16c", "vaes", "vpclmulqdq", "avxvnni", "avxifma", "avxneconvert", "avxvnniint8",
                      "avxvnniint16", "gfni"),
-             "avx512f": ("avx512",)}   # every avx512* extension
+             "avx512f": ("avx512", "avx10")}   # every avx512* extension, and AVX10, which includes AVX-512
 # The widest vector ISA of well-known CPU names, for a target that is not this host (-mattr overrides it).
 KNOWN_CPUS = {
     **dict.fromkeys(("x86-64", "x86-64-v2", "core2", "nehalem", "westmere", "btver2"), "sse4.2"),
@@ -119,7 +119,7 @@ def vector_unit(cpu, features):
     widest = KNOWN_CPUS.get(cpu)
     implied = {} if widest is None else dict.fromkeys(_LADDER[:_LADDER.index(widest) + 1], True)
     on = {name for name, value in apply(implied, features).items() if value}
-    if "avx512f" in on:
+    if "avx512f" in on or any(name.startswith("avx10") for name in on):   # LLVM's avx10.N implies AVX-512
         return 16, 32   # zmm0-31
     if "avx2" in on or "avx" in on:
         return 8, 16    # ymm0-15

@@ -1,16 +1,27 @@
 """Kernels built for a CPU target other than this host: compiled, kept, and refused at run time in one line."""
 
+import json
+import re
+
 import numpy as np
 import pytest
 
+from codegen.cpu_backend import CompiledFunc, cannot_run_here
+from codegen.evaluators import MeasureEvaluator
 from codegen.ir import CodegenError
 from codegen.kernel import build
 from flexsched import cpus
+from flexsched.evaluation import ExplorationError
 from flexsched.registry import get_task
+from flexsched.schedule import Schedule
+from flexsched.target import LLVM_TARGET_VARIABLE, get_target
 
 HOST_CPU, HOST_FEATURES = cpus.host()
 OTHER_CPU = "skylake" if HOST_CPU != "skylake" else "znver4"
 TASK = get_task("GMM", 16, 16, 16)
+# Each row of O one 16-lane vector: whole registers on SSE, AVX2 and AVX-512 alike.
+VECTOR_ROWS = Schedule.from_json(json.dumps([{"kind": "reorder", "node": "O", "order": ["i", "rk", "j"]},
+                                             {"kind": "vectorize", "node": "O", "loop": "j"}]))
 
 
 def reference_run(kernel):
@@ -41,7 +52,54 @@ def test_a_kernel_using_a_feature_this_host_lacks_refuses_to_run():
 
 @pytest.mark.parametrize("attrs, widest", [("-avx512f", "ymm"), ("-avx512f,-avx", "xmm")])
 def test_fewer_features_than_the_host_runs_here_on_narrower_registers(attrs, widest):
-    kernel = build(TASK, None, f"llvm -mattr={attrs}")
+    if widest == "ymm" and "avx2" not in cpus.enabled(HOST_FEATURES):
+        pytest.skip("needs a host with AVX2")
+    for schedule in (None, VECTOR_ROWS):
+        kernel = build(TASK, schedule, f"llvm -mattr={attrs}")
+        reference_run(kernel)
+        wider = {"ymm": ("zmm",), "xmm": ("zmm", "ymm")}[widest]
+        assert not any(f"%{register}" in kernel.assembly() for register in wider)
+    assert f"%{widest}" in kernel.assembly()   # the vectorised rows use the widest registers there are
+
+
+def test_the_forced_target_is_what_llvm_builds_and_runs_here(monkeypatch):
+    """FLEXSCHED_LLVM_TARGET at AVX2: kernels of the bare llvm target are AVX2 code, and run on this host."""
+    monkeypatch.setenv(LLVM_TARGET_VARIABLE, "llvm -mattr=-avx512f")
+    target = get_target("llvm")
+    kernel = build(TASK, VECTOR_ROWS, "llvm")
+    assert kernel.compiled.code.host == (target.cpu, target.features) and target.vector_lanes <= 8
     reference_run(kernel)
-    wider = {"ymm": ("zmm",), "xmm": ("zmm", "ymm")}[widest]
-    assert not any(f"%{register}" in kernel.assembly() for register in wider)
+    assert "%zmm" not in kernel.assembly()
+
+
+def test_avx512_code_is_refused_on_a_host_with_only_avx2(monkeypatch):
+    """As on an AVX2-only machine (this host's features cut to AVX2): AVX-512 code neither runs nor is
+    measured there, and says why in one line."""
+    avx512 = get_target(f"llvm -mcpu={HOST_CPU} -mattr=+avx512f")
+    avx2 = get_target(f"llvm -mcpu={HOST_CPU} -mattr=-avx512f")
+    code = build(TASK, VECTOR_ROWS, avx512).compiled.code
+    monkeypatch.setattr(cpus, "host", lambda: (avx2.cpu, avx2.features))
+    assert cannot_run_here((avx2.cpu, avx2.features)) == ""
+    reason = cannot_run_here((avx512.cpu, avx512.features))
+    assert reason.startswith(f"the code uses features this host's CPU '{HOST_CPU}' lacks (+avx512")
+    assert "\n" not in reason
+    with pytest.raises(CodegenError, match="cannot run here: the code uses features"):
+        CompiledFunc(code)(*TASK.random_inputs(), np.zeros((16, 16), "float32"))
+    with MeasureEvaluator(avx512) as evaluator, pytest.raises(ExplorationError) as raised:
+        evaluator.check(TASK)
+    assert f"cannot measure on {avx512.name}: {reason}; predict with the static CPU model" in str(raised.value)
+
+
+@pytest.mark.skipif("avx512f" in cpus.enabled(HOST_FEATURES), reason="needs a host without AVX-512")
+def test_forcing_avx512_on_this_host_is_refused(monkeypatch):
+    monkeypatch.setenv(LLVM_TARGET_VARIABLE, "llvm -mattr=+avx512f")
+    target = get_target("llvm")
+    assert target.vector_lanes == 16
+    kernel = build(TASK, VECTOR_ROWS, "llvm")   # it builds (to inspect or ship), but does not run here
+    assert "%zmm" in kernel.assembly()
+    with pytest.raises(CodegenError, match=rf"cannot run here: the code uses features this host's CPU "
+                                           rf"'{HOST_CPU}' lacks \(\+avx512f\)$"):
+        kernel.run(*TASK.random_inputs())
+    with MeasureEvaluator("llvm") as evaluator:
+        with pytest.raises(ExplorationError, match=re.escape(f"cannot measure on {target.name}:")):
+            evaluator.check(TASK)

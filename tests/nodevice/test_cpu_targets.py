@@ -45,6 +45,7 @@ def test_another_cpu_is_named_by_its_canonical_string():
     ("llvm -mcpu=x86-64-v3 -mattr=-avx", 4, 16),
     ("llvm -mcpu=x86-64 -mattr=+avx512f", 16, 32),
     ("llvm -mcpu=x86-64", 4, 16),
+    ("llvm -mcpu=x86-64-v3 -mattr=+avx10.1", 16, 32),
 ])
 def test_vector_lanes_follow_the_features(text, lanes, registers):
     target = get_target(text)
@@ -61,6 +62,14 @@ def test_turning_a_feature_off_on_the_host_keeps_the_rest():
         assert target.name == f"llvm -mcpu={HOST_CPU} -mattr=-avx512f"
     else:
         assert target.name == "llvm"
+
+
+def test_turning_avx512_off_leaves_avx2_on_an_avx10_cpu_too():
+    """AVX10 includes AVX-512 (LLVM drops it with avx512f): -avx512f turns off every AVX-512 and AVX10 feature."""
+    avx10 = cpus.parse("+avx,+avx2,+fma,+avx512f,+avx512bw,+avx512vl,+avx10.1,+avx10.2,+amx-tile")
+    left = cpus.apply(avx10, {"avx512f": False})
+    assert {name for name, on in left.items() if on} == {"avx", "avx2", "fma", "amx-tile"}
+    assert cpus.vector_unit("x86-64", left) == (8, 16)
 
 
 @pytest.mark.parametrize("text, expected", [

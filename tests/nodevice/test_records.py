@@ -197,7 +197,7 @@ def test_best_and_resume_skip_attacked_lines_with_one_line_warnings(tmp_path, te
                    + b"\n" + json.dumps(changed(template, "task/args", 3)).encode() + b"\n[1]\n")
     out = io.StringIO()
     assert main(["best", str(log)], out=out) == 0
-    assert out.getvalue().startswith("GMM(16, 16, 16) on llvm: 6 records")
+    assert out.getvalue().startswith(f"GMM(16, 16, 16) on {LLVM.name}: 6 records")
     err = capsys.readouterr().err
     assert err.count("\n") == 5 and "Traceback" not in err
     assert all(line.startswith(f"flexsched: warning: {log}:") for line in err.splitlines())
@@ -248,7 +248,7 @@ def test_resume_and_best_do_not_import_the_module_a_record_names(evil_log):
     assert result.resumed_from.used == 1 and result.resumed_from.count("task") == 1
     out = io.StringIO()
     assert main(["best", str(log)], out=out) == 0
-    assert "EVIL_TASK(1) on llvm: 1 records, 1 ok" in out.getvalue()
+    assert f"EVIL_TASK(1) on {LLVM.name}: 1 records, 1 ok" in out.getvalue()
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), str(log.parent)]))
     done = subprocess.run([sys.executable, "-m", "flexsched", "best", str(log), "--json"], env=env, cwd=REPO,
                           capture_output=True, text=True)
