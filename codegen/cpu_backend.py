@@ -9,13 +9,14 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+import time
 from dataclasses import dataclass, replace
 
 import llvmlite.binding as llvm
 import numpy as np
 
 from codegen import runtime
-from codegen.backend import Backend, register_backend
+from codegen.backend import Backend, CompileReport, register_backend
 from codegen.code_size import MAX_EMITTED_INSTRUCTIONS, MAX_EMITTED_STORES, emitted_copies, roll_to_fit
 from codegen.ir import CodegenError, PrimFunc
 from codegen.legalize import legalize
@@ -105,15 +106,21 @@ class MachineCode:
     host: tuple                # (CPU name, features) the code was generated for
 
 
-def generate_machine_code(func, unoptimized_ir, opt_level, segments, fallbacks, machine=None):
-    """The module optimised at -O<opt_level>, as object code for (CPU, features), the host's by default."""
+def generate_machine_code(func, unoptimized_ir, opt_level, segments, fallbacks, machine=None, timings=None):
+    """The module optimised at -O<opt_level>, as object code for (CPU, features), the host's by default;
+    a `timings` dict gets the seconds of "optimize" (parsing included) and "object"."""
     machine = machine or cpus.host()
+    started = time.perf_counter()
     target_machine = _target_machine(machine)
     module = llvm.parse_assembly(unoptimized_ir)
     module.verify()
     _optimize(module, target_machine, opt_level)
-    return MachineCode(func, unoptimized_ir, str(module), target_machine.emit_object(module), tuple(segments),
+    optimized = time.perf_counter()
+    code = MachineCode(func, unoptimized_ir, str(module), target_machine.emit_object(module), tuple(segments),
                        tuple(fallbacks), tuple(machine))
+    if timings is not None:
+        timings["optimize"], timings["object"] = optimized - started, time.perf_counter() - optimized
+    return code
 
 
 class CompiledFunc:
@@ -235,17 +242,28 @@ def clear_cache():
 
 def compile_func(func: PrimFunc, opt_level=3, legalised=False, target=None) -> CompiledFunc:
     """A kernel compiled for the target's CPU (the host's by default); identical ones compile once."""
+    return compile_with_report(func, opt_level, legalised, target)[0]
+
+
+def compile_with_report(func: PrimFunc, opt_level=3, legalised=False, target=None):
+    """(compile_func's CompiledFunc, a CompileReport of where its time went)."""
     # Legalised first unless the back end's passes already did, so hand-written loop IR compiles too;
     # "identical" is the same LLVM IR, level, CPU and features.
+    started = time.perf_counter()
     machine = machine_of(target)
     text, builder, func = _module_text(func, opt_level, legalised, machine)
+    emit_seconds = time.perf_counter() - started
     key = (text, opt_level, *machine)
     with _cache_lock:
         compiled = _cache.get(key)
-        if compiled is None:
-            code = generate_machine_code(func, text, opt_level, builder.segments, builder.fallbacks, machine)
-            compiled = _cache[key] = CompiledFunc(code)
-    return compiled
+        if compiled is not None:
+            return compiled, CompileReport(emit_seconds, cached="memory")
+        timings = {}
+        code = generate_machine_code(func, text, opt_level, builder.segments, builder.fallbacks, machine, timings)
+        loading = time.perf_counter()
+        compiled = _cache[key] = CompiledFunc(code)
+        load_seconds = time.perf_counter() - loading
+    return compiled, CompileReport(emit_seconds, timings["optimize"], timings["object"] + load_seconds)
 
 
 def machine_code(func: PrimFunc, opt_level=3, legalised=False, target=None) -> MachineCode:
@@ -318,6 +336,9 @@ class CpuBackend(Backend):
 
     def compile(self, func, target):
         return compile_func(func, legalised=True, target=target)
+
+    def compile_with_report(self, func, target):
+        return compile_with_report(func, legalised=True, target=target)
 
     def compile_artifact(self, func, target):
         return machine_code(func, legalised=True, target=target)

@@ -112,7 +112,10 @@ class MeasureSettings:
 
 @dataclass(frozen=True)
 class MeasureResult:
-    """The outcome of one candidate; seconds is the median time per kernel run (inf unless ok)."""
+    """The outcome of one candidate; seconds is the median time per kernel run (inf unless ok).
+
+    compile_seconds is the whole build; the *_seconds after `number` say where a candidate's time
+    went, phase by phase (0 where a phase did not run, and in records written before they existed)."""
 
     status: str
     seconds: float = math.inf
@@ -122,6 +125,14 @@ class MeasureResult:
     compile_seconds: float = 0.0
     error: str = ""
     number: int = 0  # kernel runs per timed repeat
+    lower_seconds: float = 0.0         # lowering and the back end's loop-IR passes
+    emit_seconds: float = 0.0          # the back end's source (LLVM IR)
+    optimize_seconds: float = 0.0      # the compiler's optimisation (LLVM's -O3 passes)
+    machine_code_seconds: float = 0.0  # object code made (or read from a cache) and loaded
+    check_seconds: float = 0.0         # the checked run and the comparison with the reference
+    timing_seconds: float = 0.0        # warm-up, calibration and the timed repeats
+    wall_seconds: float = 0.0          # the whole candidate as the Measurer saw it, worker round trip included
+    kernel_cache: str = ""             # where the machine code came from: "" (compiled), "memory" or "disk"
 
     @property
     def ok(self):
@@ -134,7 +145,7 @@ class MeasureResult:
 
     @classmethod
     def from_dict(cls, data):
-        """The result a to_dict() (or a runner) produced; missing times are infinite."""
+        """The result a to_dict() (or a runner) produced; missing times are infinite, missing phases 0."""
         known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
         for name in ("seconds", "min_seconds", "max_seconds"):
             if known.get(name) is None:
@@ -142,8 +153,16 @@ class MeasureResult:
         return cls(**known)
 
     @classmethod
-    def failure(cls, status, error, compile_seconds=0.0):
-        return cls(status, compile_seconds=compile_seconds, error=one_line(error))
+    def failure(cls, status, error, compile_seconds=0.0, **phases):
+        return cls(status, compile_seconds=compile_seconds, error=one_line(error), **phases)
+
+
+def build_phases(kernel):
+    """The MeasureResult fields saying where a kernel's build went."""
+    report = kernel.compile_report
+    return {"lower_seconds": kernel.lower_seconds, "emit_seconds": report.emit_seconds,
+            "optimize_seconds": report.optimize_seconds, "machine_code_seconds": report.machine_code_seconds,
+            "kernel_cache": report.cached}
 
 
 # ---------------------------------------------------------------- the parent side
@@ -210,11 +229,14 @@ class Measurer:
     def measure_one(self, measure_input):
         """Send one candidate to the worker and wait at most timeout_s for its result."""
         settings = self._settings_with_reference(measure_input)
+        started = time.perf_counter()
         try:
             payload = self._worker.call(self.runner, (measure_input, settings), self.timeout_s)
         except WorkerFailure as failure:
-            return MeasureResult.failure(_FAILURE_STATUS[failure.status], failure.reason)
-        return result_from_runner(payload)
+            result = MeasureResult.failure(_FAILURE_STATUS[failure.status], failure.reason)
+        else:
+            result = result_from_runner(payload)
+        return replace(result, wall_seconds=time.perf_counter() - started)
 
     def _settings_with_reference(self, measure_input):
         """The settings to send with this candidate, once its task's reference is on file."""
@@ -286,26 +308,31 @@ def run_candidate(measure_input, settings):
 def check_and_time(task, kernel, settings, compile_seconds, reference_path=""):
     """A wrong answer is a failure, never a time: check first, then time (on the same arrays, in
     the kernel's memory)."""
+    phases = build_phases(kernel)
     inputs, references = reference_for(task, settings.seed, reference_path)
     backend = kernel.backend
     unavailable = backend.unavailable(kernel.target)
     if unavailable:
-        return MeasureResult.failure("runtime_error", unavailable, compile_seconds)
+        return MeasureResult.failure("runtime_error", unavailable, compile_seconds, **phases)
+    checking = time.perf_counter()
     try:
         arrays = kernel.arguments(inputs)
         first_run_seconds = backend.time_runs(lambda: kernel(*arrays), 1)
         outputs = [backend.to_host(array) for array in arrays[len(inputs):]]
     except Exception as err:  # noqa: BLE001
-        return MeasureResult.failure("runtime_error", describe_exception(err), compile_seconds)
+        return MeasureResult.failure("runtime_error", describe_exception(err), compile_seconds, **phases)
     mismatch = compare_outputs(outputs, references, [t.name for t in task.outputs])
+    phases["check_seconds"] = time.perf_counter() - checking
     if mismatch:
-        return MeasureResult.failure("wrong_answer", mismatch, compile_seconds)
+        return MeasureResult.failure("wrong_answer", mismatch, compile_seconds, **phases)
+    timing = time.perf_counter()
     try:
         per_run, number = time_kernel(kernel, arrays, settings, first_run_seconds)
     except Exception as err:  # noqa: BLE001
-        return MeasureResult.failure("runtime_error", describe_exception(err), compile_seconds)
+        return MeasureResult.failure("runtime_error", describe_exception(err), compile_seconds, **phases)
+    phases["timing_seconds"] = time.perf_counter() - timing
     return MeasureResult("ok", statistics.median(per_run), min(per_run), max(per_run), len(per_run),
-                         compile_seconds, "", number)
+                         compile_seconds, "", number, **phases)
 
 
 def reference_file(settings, task_ref_json):

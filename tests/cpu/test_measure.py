@@ -89,6 +89,28 @@ def test_results_round_trip_through_strict_json(measurer):
         assert MeasureResult.from_dict(json.loads(text)) == result
 
 
+def test_a_result_says_where_its_time_went(measurer):
+    fresh = MeasureInput(get_task("GMM", 16, 24, 16), SPLIT_SCHEDULE.to_json())   # built by no other test here
+    built, again = measurer.measure([fresh, fresh])
+    assert_ok(built)
+    assert built.kernel_cache in ("", "disk")   # a kernel cache on disk may hold it from an earlier session
+    assert built.lower_seconds > 0 and built.emit_seconds > 0 and built.machine_code_seconds > 0
+    assert built.check_seconds > 0 and built.timing_seconds > 0
+    build = built.lower_seconds + built.emit_seconds + built.optimize_seconds + built.machine_code_seconds
+    assert build <= built.compile_seconds
+    assert built.compile_seconds + built.check_seconds + built.timing_seconds <= built.wall_seconds
+    assert_ok(again)   # the worker built it already: no LLVM this time
+    assert again.kernel_cache == "memory" and again.optimize_seconds == again.machine_code_seconds == 0.0
+
+
+def test_a_failure_keeps_the_phases_it_went_through():
+    with Measurer(timeout_s=60, runner="measure_faults:wrong_runner", **SETTINGS) as wrong:
+        (result,) = wrong.measure([split(MARKED_TASK)])
+    assert_failed(result, "wrong_answer")
+    assert result.lower_seconds > 0 and result.check_seconds > 0 and result.timing_seconds == 0.0
+    assert result.wall_seconds >= result.compile_seconds > 0
+
+
 def test_a_crash_does_not_stop_the_sweep():
     with Measurer(timeout_s=60, runner="measure_faults:crash_runner", **SETTINGS) as crashing:
         first = crashing.measure([naive(GOOD_TASK)])
