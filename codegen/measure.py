@@ -100,12 +100,12 @@ def _schedule_text(schedule):
 class MeasureSettings:
     """How the worker times a candidate; sent with every candidate so runners see the same values."""
 
-    warmup: int = 1
+    warmup: int = 1   # runs before the timed repeats, the checked run counting as the first
     repeats: int = 5
     min_run_seconds: float = 0.01
     seed: int = 0
-    # A candidate whose checked run takes longer than this cannot be a search's best: one more
-    # timed run is enough, and the search moves on sooner.
+    # A candidate whose checked run takes longer than this cannot be a search's best: that run is
+    # its time, and the search moves on sooner.
     slow_run_seconds: float = math.inf
     reference_dir: str = ""   # where the Measurer files each task's reference ("": evaluate it here)
 
@@ -386,20 +386,31 @@ def _remember(key, reference):
 
 def time_kernel(kernel, arrays, settings, first_run_seconds):
     """Per-run seconds of each repeat, and the runs per repeat chosen so a repeat lasts at least
-    min_run_seconds: estimated from the fastest of the check run and the warm-up runs, then
-    raised if one untimed repeat of that many runs still falls short."""
+    min_run_seconds.
+
+    The checked run is the first warm-up run, and its time (or the fastest of the warm-up runs)
+    sets the runs per repeat; a first repeat that still falls short of min_run_seconds is
+    discarded and timed again with more runs. A candidate whose checked run took slow_run_seconds
+    or longer is timed by that run alone: it cannot be a search's best, and another run of it costs
+    as much as timing a good candidate whole."""
     if first_run_seconds >= settings.slow_run_seconds:
-        return [_time_repeat(kernel, arrays, 1)], 1
+        return [first_run_seconds], 1
     fastest = first_run_seconds
-    for _ in range(settings.warmup):
+    for _ in range(settings.warmup - 1):
         fastest = min(fastest, _time_repeat(kernel, arrays, 1))
     number = runs_per_repeat(fastest, settings.min_run_seconds)
-    calibrated = _time_repeat(kernel, arrays, number)  # one untimed repeat, in case the first runs were slow
-    number = max(number, runs_per_repeat(calibrated, settings.min_run_seconds))
     gc_was_enabled = gc.isenabled()
     gc.disable()  # a collection inside a repeat would be charged to the kernel
     try:
-        return [_time_repeat(kernel, arrays, number) for _ in range(settings.repeats)], number
+        per_run = []
+        while len(per_run) < settings.repeats:
+            seconds = _time_repeat(kernel, arrays, number)
+            needed = runs_per_repeat(seconds, settings.min_run_seconds)
+            if not per_run and needed > number:   # the warm-up runs were slower than the kernel is
+                number = needed
+                continue
+            per_run.append(seconds)
+        return per_run, number
     finally:
         if gc_was_enabled:
             gc.enable()
