@@ -177,14 +177,21 @@ class Measurer:
 
     Each task's inputs and reference outputs are computed once per seed, in the worker, under
     their own time limit (reference_timeout_s) rather than a candidate's, and kept in a file
-    that workers started after a crash read instead of evaluating the reference again."""
+    that workers started after a crash read instead of evaluating the reference again.
+
+    A candidate whose checked run takes slow_run_seconds or longer, or slow_factor times the
+    fastest time measured so far for its task and target, is timed by that run alone: a core's
+    speed changes by up to 1.7x, so a run 3 times the best is of a kernel at least 1.7 times
+    slower, which no search keeps, and timing it precisely would cost as much as a good one."""
 
     def __init__(self, timeout_s=60.0, warmup=1, repeats=5, min_run_seconds=0.01, seed=0,
                  memory_limit_bytes=None, runner=DEFAULT_RUNNER, slow_run_seconds=math.inf, kinds=("cpu",),
-                 reference_timeout_s=DEFAULT_REFERENCE_TIMEOUT_S, reference_writer=DEFAULT_REFERENCE_WRITER):
-        if timeout_s <= 0 or reference_timeout_s <= 0 or warmup < 0 or repeats < 1 or min_run_seconds < 0:
-            raise ValueError("need timeout_s > 0, reference_timeout_s > 0, warmup >= 0, repeats >= 1 "
-                             "and min_run_seconds >= 0")
+                 reference_timeout_s=DEFAULT_REFERENCE_TIMEOUT_S, reference_writer=DEFAULT_REFERENCE_WRITER,
+                 slow_factor=math.inf):
+        if timeout_s <= 0 or reference_timeout_s <= 0 or warmup < 0 or repeats < 1 or min_run_seconds < 0 \
+                or not slow_factor >= 1:
+            raise ValueError("need timeout_s > 0, reference_timeout_s > 0, warmup >= 0, repeats >= 1, "
+                             "min_run_seconds >= 0 and slow_factor >= 1")
         load_function(runner)  # a misspelt runner fails here, not once per candidate
         load_function(reference_writer)
         self.timeout_s = float(timeout_s)
@@ -192,6 +199,8 @@ class Measurer:
         self.runner = runner
         self.reference_writer = reference_writer   # 'module:function' that computes and files a reference
         self.settings = MeasureSettings(warmup, repeats, min_run_seconds, seed, slow_run_seconds)
+        self.slow_factor = float(slow_factor)
+        self._fastest = {}           # (task, target) -> the fastest seconds measured so far
         # The worker starts on the first candidate, so creating a Measurer costs nothing.
         self._worker = Worker(memory_limit_bytes, kinds, name="flexsched-measure")
         self._reference_dir = None   # a TemporaryDirectory, made for the first reference
@@ -229,6 +238,10 @@ class Measurer:
     def measure_one(self, measure_input):
         """Send one candidate to the worker and wait at most timeout_s for its result."""
         settings = self._settings_with_reference(measure_input)
+        workload = (measure_input.task_ref_json, measure_input.target_json)
+        fastest = self._fastest.get(workload, math.inf)
+        if fastest < math.inf and self.slow_factor < math.inf:
+            settings = replace(settings, slow_run_seconds=min(settings.slow_run_seconds, self.slow_factor * fastest))
         started = time.perf_counter()
         try:
             payload = self._worker.call(self.runner, (measure_input, settings), self.timeout_s)
@@ -236,6 +249,8 @@ class Measurer:
             result = MeasureResult.failure(_FAILURE_STATUS[failure.status], failure.reason)
         else:
             result = result_from_runner(payload)
+        if result.ok and result.seconds < fastest:
+            self._fastest[workload] = result.seconds
         return replace(result, wall_seconds=time.perf_counter() - started)
 
     def _settings_with_reference(self, measure_input):

@@ -214,6 +214,20 @@ def test_slow_candidates_are_timed_once():
     assert result.ok and result.repeats == 1 and result.number == 1
 
 
+def test_a_candidate_far_slower_than_its_tasks_best_is_timed_once(tmp_path, monkeypatch):
+    log = tmp_path / "settings.log"
+    monkeypatch.setenv("SETTINGS_LOG", str(log))
+    with Measurer(timeout_s=60, runner="measure_faults:logged_settings_runner", slow_factor=3, **SETTINGS) as measurer:
+        first, second, other = measurer.measure([naive(GOOD_TASK), split(GOOD_TASK), naive(MARKED_TASK)])
+    for result in (first, second, other):
+        assert result.ok
+    sent = [float(line) for line in log.read_text().splitlines()]
+    assert sent[0] == math.inf and sent[1] == 3 * first.seconds   # the task's best so far, times the factor
+    assert sent[2] == math.inf                                    # another task has no best yet
+    with pytest.raises(ValueError, match="slow_factor >= 1"):
+        Measurer(slow_factor=0.5)
+
+
 # ---------------------------------------------------------------- the reference, once per task and seed
 
 def test_a_slow_reference_is_not_charged_to_the_candidate():
