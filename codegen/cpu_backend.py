@@ -10,12 +10,13 @@ import ctypes
 import functools
 import threading
 import time
+import zlib
 from dataclasses import dataclass, replace
 
 import llvmlite.binding as llvm
 import numpy as np
 
-from codegen import runtime
+from codegen import kernel_cache, runtime
 from codegen.backend import Backend, CompileReport, register_backend
 from codegen.code_size import MAX_EMITTED_INSTRUCTIONS, MAX_EMITTED_STORES, emitted_copies, roll_to_fit
 from codegen.ir import CodegenError, PrimFunc
@@ -232,6 +233,8 @@ def _memory_span(array, param, written):
 
 _cache = {}
 _cache_lock = threading.Lock()
+# The kernel cache's entries: object code generated as _target_machine generates it, and the optimised IR.
+_DISK_FORMAT = "cpu-1 jitdefault"
 
 
 def clear_cache():
@@ -258,8 +261,17 @@ def compile_with_report(func: PrimFunc, opt_level=3, legalised=False, target=Non
         compiled = _cache.get(key)
         if compiled is not None:
             return compiled, CompileReport(emit_seconds, cached="memory")
+        reading = time.perf_counter()
+        code = _stored_machine_code(func, text, opt_level, builder, machine)
+        if code is not None:
+            try:
+                compiled = _cache[key] = CompiledFunc(code)
+                return compiled, CompileReport(emit_seconds, 0.0, time.perf_counter() - reading, "disk")
+            except Exception:  # noqa: BLE001 - an entry this LLVM cannot load is rebuilt below
+                pass
         timings = {}
         code = generate_machine_code(func, text, opt_level, builder.segments, builder.fallbacks, machine, timings)
+        _store_machine_code(code, opt_level)
         loading = time.perf_counter()
         compiled = _cache[key] = CompiledFunc(code)
         load_seconds = time.perf_counter() - loading
@@ -270,7 +282,37 @@ def machine_code(func: PrimFunc, opt_level=3, legalised=False, target=None) -> M
     """What compile_func compiles, as object code not yet loaded (for building in another process)."""
     machine = machine_of(target)
     text, builder, func = _module_text(func, opt_level, legalised, machine)
-    return generate_machine_code(func, text, opt_level, builder.segments, builder.fallbacks, machine)
+    code = _stored_machine_code(func, text, opt_level, builder, machine)
+    if code is None:
+        code = generate_machine_code(func, text, opt_level, builder.segments, builder.fallbacks, machine)
+        _store_machine_code(code, opt_level)
+    return code
+
+
+def _disk_key(text, opt_level, machine):
+    """The kernel cache's key of a module: what decides its machine code, LLVM's version included."""
+    version = ".".join(map(str, llvm.llvm_version_info))
+    return kernel_cache.key(_DISK_FORMAT, version, str(opt_level), *machine, text)
+
+
+def _stored_machine_code(func, text, opt_level, builder, machine):
+    """The MachineCode of a module from the kernel cache on disk, or None."""
+    blobs = kernel_cache.load(_disk_key(text, opt_level, machine))
+    if blobs is None or len(blobs) != 2:
+        return None
+    object_code, packed_ir = blobs
+    try:
+        llvm_ir = zlib.decompress(packed_ir).decode()
+    except (zlib.error, UnicodeDecodeError):
+        return None
+    return MachineCode(func, text, llvm_ir, object_code, tuple(builder.segments), tuple(builder.fallbacks),
+                       tuple(machine))
+
+
+def _store_machine_code(code, opt_level):
+    """Keep a module's object code and optimised IR (compressed: a tenth of its size) in the kernel cache."""
+    kernel_cache.store(_disk_key(code.unoptimized_ir, opt_level, code.host),
+                       (code.object_code, zlib.compress(code.llvm_ir.encode(), 1)))
 
 
 @dataclass(frozen=True)
