@@ -42,6 +42,7 @@ DEFAULT_REFERENCE_TIMEOUT_S = 600.0
 RTOL = {"float32": 1e-4, "float64": 1e-9}
 MAX_RUNS_PER_REPEAT = 1_000_000
 REFERENCE_CACHE_SIZE = 4
+COMPARE_CHUNK = 1 << 15   # elements compared at a time: two float64 chunks fit in a core's L2 cache
 
 
 # ---------------------------------------------------------------- values
@@ -449,9 +450,30 @@ def tolerance(dtype, reference):
     dtype = np.dtype(dtype).name
     if dtype not in RTOL:
         return 0.0, 0.0
-    finite = np.abs(reference[np.isfinite(reference)])
-    scale = max(1.0, float(finite.max())) if finite.size else 1.0
+    scale = 1.0
+    for chunk in _chunks(np.asarray(reference)):
+        finite = np.abs(chunk[np.isfinite(chunk)])
+        if finite.size:
+            scale = max(scale, float(finite.max()))
     return RTOL[dtype], RTOL[dtype] * scale
+
+
+def _chunks(array):
+    """A C-contiguous array's elements, flat, COMPARE_CHUNK at a time."""
+    flat = np.ascontiguousarray(array).reshape(-1)
+    return (flat[begin:begin + COMPARE_CHUNK] for begin in range(0, flat.size, COMPARE_CHUNK))
+
+
+def _all_good(output, reference, rtol, atol):
+    """Whether every element of output matches reference (compare_array's test), a chunk at a time:
+    small temporaries stay in cache, where whole-array ones cost page faults on every candidate."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        for got, want in zip(_chunks(output), _chunks(reference)):
+            got, want = got.astype(np.float64), want.astype(np.float64)
+            close = np.abs(got - want) <= atol + rtol * np.abs(want)
+            if not (close | (got == want) | (np.isnan(got) & np.isnan(want))).all():
+                return False
+    return True
 
 
 def compare_outputs(outputs, references, names):
@@ -473,6 +495,8 @@ def compare_array(output, reference):
     if output.shape != reference.shape:
         return f"shape {output.shape}, expected {reference.shape}"
     rtol, atol = tolerance(reference.dtype, reference)
+    if _all_good(output, reference, rtol, atol):
+        return ""
     got, want = output.astype(np.float64), reference.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         error = np.abs(got - want)

@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
-from codegen.measure import MeasureInput, MeasureResult, Measurer, ReferenceFailure, compare_array
+from codegen.measure import COMPARE_CHUNK, MeasureInput, MeasureResult, Measurer, ReferenceFailure, compare_array
 from flexsched.registry import get_task
 from flexsched.schedule import Parallel, Reorder, Schedule, Split
 
@@ -197,6 +197,20 @@ def test_comparison_tolerates_rounding_but_not_errors_or_nan():
     assert compare_array(poisoned, reference).startswith("NaN at (0, 1)")
     assert compare_array(poisoned, poisoned) == ""  # NaN where the reference has NaN too
     assert "shape" in compare_array(reference[:1], reference)
+
+
+def test_comparison_finds_the_one_wrong_element_of_a_large_output():
+    rows, columns = 7, 3 * COMPARE_CHUNK // 7 + 2   # compared a chunk at a time: the last chunk is a partial one
+    size = rows * columns
+    reference = np.linspace(-1.0, 1.0, size, dtype=np.float32).reshape(rows, columns)
+    output = reference.copy()
+    output.reshape(-1)[size - 2] += 0.5
+    assert compare_array(output, reference).startswith(f"max |error| 5.0e-01 at ({rows - 1}, {columns - 2}) ")
+    both_nan = reference.copy()
+    both_nan.reshape(-1)[COMPARE_CHUNK + 7] = np.nan
+    assert compare_array(both_nan.copy(), both_nan) == ""
+    assert compare_array(both_nan, reference).startswith("NaN at (")
+    assert compare_array(reference, both_nan).startswith("max |error|")
 
 
 def test_integers_must_match_exactly():
