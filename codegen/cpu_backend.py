@@ -21,7 +21,7 @@ from codegen.backend import Backend, CompileReport, register_backend
 from codegen.code_size import MAX_EMITTED_INSTRUCTIONS, MAX_EMITTED_STORES, emitted_copies, roll_to_fit
 from codegen.ir import CodegenError, PrimFunc
 from codegen.legalize import legalize
-from codegen.llvm_backend import ModuleBuilder, check_loops, signature, written_buffers
+from codegen.llvm_backend import InstructionLimitReached, ModuleBuilder, check_loops, signature, written_buffers
 from flexsched import cpus
 from flexsched.errors import EvaluationError
 
@@ -350,15 +350,26 @@ def _module_text(func, opt_level, legalised, machine):
     triple, layout = _host_layout()
     func = replace(func, body=roll_to_fit(func.body, MAX_EMITTED_STORES))
     while True:
-        builder = ModuleBuilder(func, triple, layout, register_lanes(machine))
-        text = str(builder.build())
-        instructions, copies = _instruction_count(text), emitted_copies(func.body)
+        copies = emitted_copies(func.body)
+        # A module past the budget stops being emitted there (emitting 50k instructions took 1-2 s):
+        # its size is then extrapolated from the stores laid out so far.
+        builder = ModuleBuilder(func, triple, layout, register_lanes(machine),
+                                instruction_limit=MAX_EMITTED_INSTRUCTIONS if copies > 1 else None)
+        try:
+            text = str(builder.build())
+            instructions = _instruction_count(text)
+        except InstructionLimitReached as reached:
+            text = None
+            instructions = max(reached.instructions, reached.instructions * copies // reached.stores)
         if instructions <= MAX_EMITTED_INSTRUCTIONS or copies <= 1:
             return text, builder, func
         # Instructions grow with the stores laid out: roll to the budget's share, then emit again.
         allowed = max(1, copies * MAX_EMITTED_INSTRUCTIONS // instructions)
         rolled = roll_to_fit(func.body, min(allowed, copies - 1))
-        if rolled is func.body:
+        if rolled is func.body:   # nothing left to roll: the module as it is, whole
+            if text is None:
+                builder = ModuleBuilder(func, triple, layout, register_lanes(machine))
+                text = str(builder.build())
             return text, builder, func
         func = replace(func, body=rolled)
 
