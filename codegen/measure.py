@@ -1,11 +1,12 @@
 """Measuring candidate schedules: build, check against the reference, then time, in a worker.
 
 Every candidate runs in one persistent worker process (codegen.worker), one candidate at a time
-(two at once would disturb each other's timings). A candidate that hangs is killed after
-timeout_s and one that crashes the worker (a segfault in generated code, an abort in LLVM) is
-reported as such; either way the next candidate gets a fresh worker, so one bad candidate never
-stops a sweep. The worker runs under an address-space limit, so a memory blow-up is a
-MemoryError there rather than the machine swapping.
+(two at once would disturb each other's timings; so would building the next candidate while one is
+timed, since kernels run on every core: a build beside them made YOLO kernels time 1.56x slower). A
+candidate that hangs is killed after timeout_s and one that crashes the worker (a segfault in
+generated code, an abort in LLVM) is reported as such; either way the next candidate gets a fresh
+worker, so one bad candidate never stops a sweep. The worker runs under an address-space limit, so
+a memory blow-up is a MemoryError there rather than the machine swapping.
 
 A candidate carries its computation (the task's tensors, pickled), so the worker needs neither the
 registry nor the module that defined the task: an operator defined in a script, a notebook or
