@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,6 +20,16 @@ from flexsched.errors import FlexschedError
 
 class BackendError(FlexschedError, RuntimeError):
     """No back end for a target, or one that cannot run here (one line saying why)."""
+
+
+@dataclass(frozen=True)
+class CompileReport:
+    """Where one compilation's time went, in seconds, and which cache supplied its machine code."""
+
+    emit_seconds: float = 0.0          # the back end's source: LLVM IR, CUDA C
+    optimize_seconds: float = 0.0      # the compiler's optimisation (LLVM's -O3 passes; all of nvcc)
+    machine_code_seconds: float = 0.0  # object code made (or read from a cache) and loaded
+    cached: str = ""                   # "" (compiled), "memory" or "disk"
 
 
 class Backend(ABC):
@@ -33,6 +44,12 @@ class Backend(ABC):
     @abstractmethod
     def compile(self, func, target):
         """An object that runs func when called with one array per parameter (in place)."""
+
+    def compile_with_report(self, func, target):
+        """(compile()'s result, a CompileReport); back ends that know their phases split the time."""
+        started = time.perf_counter()
+        compiled = self.compile(func, target)
+        return compiled, CompileReport(optimize_seconds=time.perf_counter() - started)
 
     def compile_artifact(self, func, target):
         """What compile() makes, as a picklable value (the isolated build compiles in a worker)."""

@@ -9,17 +9,19 @@ from __future__ import annotations
 import ctypes
 import functools
 import threading
+import time
+import zlib
 from dataclasses import dataclass, replace
 
 import llvmlite.binding as llvm
 import numpy as np
 
-from codegen import runtime
-from codegen.backend import Backend, register_backend
+from codegen import kernel_cache, runtime
+from codegen.backend import Backend, CompileReport, register_backend
 from codegen.code_size import MAX_EMITTED_INSTRUCTIONS, MAX_EMITTED_STORES, emitted_copies, roll_to_fit
 from codegen.ir import CodegenError, PrimFunc
 from codegen.legalize import legalize
-from codegen.llvm_backend import ModuleBuilder, check_loops, signature, written_buffers
+from codegen.llvm_backend import InstructionLimitReached, ModuleBuilder, check_loops, signature, written_buffers
 from flexsched import cpus
 from flexsched.errors import EvaluationError
 
@@ -105,15 +107,21 @@ class MachineCode:
     host: tuple                # (CPU name, features) the code was generated for
 
 
-def generate_machine_code(func, unoptimized_ir, opt_level, segments, fallbacks, machine=None):
-    """The module optimised at -O<opt_level>, as object code for (CPU, features), the host's by default."""
+def generate_machine_code(func, unoptimized_ir, opt_level, segments, fallbacks, machine=None, timings=None):
+    """The module optimised at -O<opt_level>, as object code for (CPU, features), the host's by default;
+    a `timings` dict gets the seconds of "optimize" (parsing included) and "object"."""
     machine = machine or cpus.host()
+    started = time.perf_counter()
     target_machine = _target_machine(machine)
     module = llvm.parse_assembly(unoptimized_ir)
     module.verify()
     _optimize(module, target_machine, opt_level)
-    return MachineCode(func, unoptimized_ir, str(module), target_machine.emit_object(module), tuple(segments),
+    optimized = time.perf_counter()
+    code = MachineCode(func, unoptimized_ir, str(module), target_machine.emit_object(module), tuple(segments),
                        tuple(fallbacks), tuple(machine))
+    if timings is not None:
+        timings["optimize"], timings["object"] = optimized - started, time.perf_counter() - optimized
+    return code
 
 
 class CompiledFunc:
@@ -225,6 +233,8 @@ def _memory_span(array, param, written):
 
 _cache = {}
 _cache_lock = threading.Lock()
+# The kernel cache's entries: object code generated as _target_machine generates it, and the optimised IR.
+_DISK_FORMAT = "cpu-1 jitdefault"
 
 
 def clear_cache():
@@ -235,24 +245,74 @@ def clear_cache():
 
 def compile_func(func: PrimFunc, opt_level=3, legalised=False, target=None) -> CompiledFunc:
     """A kernel compiled for the target's CPU (the host's by default); identical ones compile once."""
+    return compile_with_report(func, opt_level, legalised, target)[0]
+
+
+def compile_with_report(func: PrimFunc, opt_level=3, legalised=False, target=None):
+    """(compile_func's CompiledFunc, a CompileReport of where its time went)."""
     # Legalised first unless the back end's passes already did, so hand-written loop IR compiles too;
     # "identical" is the same LLVM IR, level, CPU and features.
+    started = time.perf_counter()
     machine = machine_of(target)
     text, builder, func = _module_text(func, opt_level, legalised, machine)
+    emit_seconds = time.perf_counter() - started
     key = (text, opt_level, *machine)
     with _cache_lock:
         compiled = _cache.get(key)
-        if compiled is None:
-            code = generate_machine_code(func, text, opt_level, builder.segments, builder.fallbacks, machine)
-            compiled = _cache[key] = CompiledFunc(code)
-    return compiled
+        if compiled is not None:
+            return compiled, CompileReport(emit_seconds, cached="memory")
+        reading = time.perf_counter()
+        code = _stored_machine_code(func, text, opt_level, builder, machine)
+        if code is not None:
+            try:
+                compiled = _cache[key] = CompiledFunc(code)
+                return compiled, CompileReport(emit_seconds, 0.0, time.perf_counter() - reading, "disk")
+            except Exception:  # noqa: BLE001 - an entry this LLVM cannot load is rebuilt below
+                pass
+        timings = {}
+        code = generate_machine_code(func, text, opt_level, builder.segments, builder.fallbacks, machine, timings)
+        _store_machine_code(code, opt_level)
+        loading = time.perf_counter()
+        compiled = _cache[key] = CompiledFunc(code)
+        load_seconds = time.perf_counter() - loading
+    return compiled, CompileReport(emit_seconds, timings["optimize"], timings["object"] + load_seconds)
 
 
 def machine_code(func: PrimFunc, opt_level=3, legalised=False, target=None) -> MachineCode:
     """What compile_func compiles, as object code not yet loaded (for building in another process)."""
     machine = machine_of(target)
     text, builder, func = _module_text(func, opt_level, legalised, machine)
-    return generate_machine_code(func, text, opt_level, builder.segments, builder.fallbacks, machine)
+    code = _stored_machine_code(func, text, opt_level, builder, machine)
+    if code is None:
+        code = generate_machine_code(func, text, opt_level, builder.segments, builder.fallbacks, machine)
+        _store_machine_code(code, opt_level)
+    return code
+
+
+def _disk_key(text, opt_level, machine):
+    """The kernel cache's key of a module: what decides its machine code, LLVM's version included."""
+    version = ".".join(map(str, llvm.llvm_version_info))
+    return kernel_cache.key(_DISK_FORMAT, version, str(opt_level), *machine, text)
+
+
+def _stored_machine_code(func, text, opt_level, builder, machine):
+    """The MachineCode of a module from the kernel cache on disk, or None."""
+    blobs = kernel_cache.load(_disk_key(text, opt_level, machine))
+    if blobs is None or len(blobs) != 2:
+        return None
+    object_code, packed_ir = blobs
+    try:
+        llvm_ir = zlib.decompress(packed_ir).decode()
+    except (zlib.error, UnicodeDecodeError):
+        return None
+    return MachineCode(func, text, llvm_ir, object_code, tuple(builder.segments), tuple(builder.fallbacks),
+                       tuple(machine))
+
+
+def _store_machine_code(code, opt_level):
+    """Keep a module's object code and optimised IR (compressed: a tenth of its size) in the kernel cache."""
+    kernel_cache.store(_disk_key(code.unoptimized_ir, opt_level, code.host),
+                       (code.object_code, zlib.compress(code.llvm_ir.encode(), 1)))
 
 
 @dataclass(frozen=True)
@@ -290,15 +350,26 @@ def _module_text(func, opt_level, legalised, machine):
     triple, layout = _host_layout()
     func = replace(func, body=roll_to_fit(func.body, MAX_EMITTED_STORES))
     while True:
-        builder = ModuleBuilder(func, triple, layout, register_lanes(machine))
-        text = str(builder.build())
-        instructions, copies = _instruction_count(text), emitted_copies(func.body)
+        copies = emitted_copies(func.body)
+        # A module past the budget stops being emitted there (emitting 50k instructions took 1-2 s):
+        # its size is then extrapolated from the stores laid out so far.
+        builder = ModuleBuilder(func, triple, layout, register_lanes(machine),
+                                instruction_limit=MAX_EMITTED_INSTRUCTIONS if copies > 1 else None)
+        try:
+            text = str(builder.build())
+            instructions = _instruction_count(text)
+        except InstructionLimitReached as reached:
+            text = None
+            instructions = max(reached.instructions, reached.instructions * copies // reached.stores)
         if instructions <= MAX_EMITTED_INSTRUCTIONS or copies <= 1:
             return text, builder, func
         # Instructions grow with the stores laid out: roll to the budget's share, then emit again.
         allowed = max(1, copies * MAX_EMITTED_INSTRUCTIONS // instructions)
         rolled = roll_to_fit(func.body, min(allowed, copies - 1))
-        if rolled is func.body:
+        if rolled is func.body:   # nothing left to roll: the module as it is, whole
+            if text is None:
+                builder = ModuleBuilder(func, triple, layout, register_lanes(machine))
+                text = str(builder.build())
             return text, builder, func
         func = replace(func, body=rolled)
 
@@ -318,6 +389,9 @@ class CpuBackend(Backend):
 
     def compile(self, func, target):
         return compile_func(func, legalised=True, target=target)
+
+    def compile_with_report(self, func, target):
+        return compile_with_report(func, legalised=True, target=target)
 
     def compile_artifact(self, func, target):
         return machine_code(func, legalised=True, target=target)

@@ -10,16 +10,22 @@ import numpy as np
 from flexsched.evaluation import Evaluation, Evaluator, ExplorationError
 from flexsched.target import get_target
 
+# Searches time a candidate far slower than the best so far by its checked run alone (Measurer's slow_factor).
+DEFAULT_SLOW_FACTOR = 3.0
+
 
 class MeasureEvaluator(Evaluator):
     """Builds, checks and times each point's kernel on the target's device, in codegen.measure's
     isolated worker (the CPU here, or a GPU through cupy). A task whose reference outputs cannot
-    be computed in the worker's time or memory is an ExplorationError at its first evaluation."""
+    be computed in the worker's time or memory is an ExplorationError at its first evaluation.
+    A candidate whose checked run takes slow_factor times the task's best so far is timed by that
+    run alone (codegen.measure.Measurer); math.inf times every candidate in full."""
 
     name = "measure"
 
     def __init__(self, target="llvm", timeout_s=60.0, warmup=1, repeats=3, min_run_seconds=0.01, seed=0,
-                 memory_limit_bytes=None, runner=None, slow_run_seconds=math.inf, reference_timeout_s=None):
+                 memory_limit_bytes=None, runner=None, slow_run_seconds=math.inf, reference_timeout_s=None,
+                 slow_factor=DEFAULT_SLOW_FACTOR):
         from .measure import DEFAULT_REFERENCE_TIMEOUT_S, DEFAULT_RUNNER, Measurer
 
         self.target = get_target(target)
@@ -28,7 +34,8 @@ class MeasureEvaluator(Evaluator):
                                   min_run_seconds=min_run_seconds, seed=seed,
                                   memory_limit_bytes=memory_limit_bytes, runner=runner or DEFAULT_RUNNER,
                                   slow_run_seconds=slow_run_seconds, kinds=(self.target.kind,),
-                                  reference_timeout_s=reference_timeout_s or DEFAULT_REFERENCE_TIMEOUT_S)
+                                  reference_timeout_s=reference_timeout_s or DEFAULT_REFERENCE_TIMEOUT_S,
+                                  slow_factor=slow_factor)
 
     def check(self, task):
         """Refuse, before any candidate, a target this host cannot run or a task too large to check here."""

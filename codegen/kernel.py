@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 from dataclasses import replace
 
 import numpy as np
@@ -12,7 +13,7 @@ from analysis import analyze
 from flexsched.schedule import Schedule
 from flexsched.target import get_target
 
-from .backend import backend_for
+from .backend import CompileReport, backend_for
 from .layout import from_blocked, to_blocked
 from .lower import lower
 
@@ -33,6 +34,8 @@ class Kernel:
         self.backend = backend
         self.origin = ""      # where the schedule came from, for people (flexsched.build says)
         self.record = None    # the tuning record whose schedule this is, where one was applied
+        self.lower_seconds = 0.0                # what build() spent lowering (0 for kernels made otherwise)
+        self.compile_report = CompileReport()   # and compiling, phase by phase
         # Intermediate stages at root, allocated on a thread's first call: one set per thread, since
         # calls from several threads run at once (the back ends release the GIL).
         self._local = threading.local()
@@ -141,8 +144,13 @@ def build(task, schedule=None, target="llvm", name=None):
     with the target kind's back end."""
     target = get_target(target)
     backend = backend_for(target)
+    started = time.perf_counter()
     schedule, lowered = lower_for(task, schedule, target, name)
-    return Kernel(task, schedule, lowered, backend.compile(lowered.func, target), target, backend)
+    lower_seconds = time.perf_counter() - started
+    compiled, report = backend.compile_with_report(lowered.func, target)
+    kernel = Kernel(task, schedule, lowered, compiled, target, backend)
+    kernel.lower_seconds, kernel.compile_report = lower_seconds, report
+    return kernel
 
 
 def lower_for(task, schedule, target, name=None, info=None):

@@ -127,12 +127,32 @@ def written_buffers(body):
 
 # ---------------------------------------------------------------- LLVM module
 
-class ModuleBuilder:
-    """The LLVM module of one PrimFunc: a body function and an entry point per segment."""
+class InstructionLimitReached(CodegenError):
+    """A ModuleBuilder's module grew past its instruction limit part way through: the instructions
+    and the stores laid out when it stopped."""
 
-    def __init__(self, func, triple, data_layout, register_lanes):
+    def __init__(self, instructions, stores):
+        super().__init__(f"{instructions} instructions after {stores} stores")
+        self.instructions = instructions
+        self.stores = stores
+
+
+class ModuleBuilder:
+    """The LLVM module of one PrimFunc: a body function and an entry point per segment.
+
+    With an instruction_limit, build() raises InstructionLimitReached as soon as the module is
+    found past it: a module that cannot be kept is not emitted whole only to be thrown away. The
+    module is counted when half its remaining budget may be spent at the instructions per store
+    so far (at least LIMIT_CHECK_STORES stores apart), so a module that fits is counted a few times."""
+
+    LIMIT_CHECK_STORES = 8
+
+    def __init__(self, func, triple, data_layout, register_lanes, instruction_limit=None):
         self.func = func
         self.register_lanes = register_lanes   # 32-bit lanes of the host's vector registers
+        self.instruction_limit = instruction_limit
+        self.stores = 0         # stores laid out so far
+        self._next_count = self.LIMIT_CHECK_STORES
         self.module = ir.Module(name=signature(func))
         self.module.triple = triple
         self.module.data_layout = data_layout
@@ -148,6 +168,21 @@ class ModuleBuilder:
             self._entry_function(index, body)
             self.segments.append((f"seg_{index}", None if loop is None else loop.extent))
         return self.module
+
+    def instructions(self):
+        """Instructions in the module so far."""
+        return sum(len(block.instructions) for function in self.module.functions for block in function.blocks)
+
+    def count_store(self):
+        """Note one more store laid out; InstructionLimitReached if the module is past its limit."""
+        self.stores += 1
+        if self.instruction_limit is None or self.stores < self._next_count:
+            return
+        instructions = self.instructions()
+        if instructions > self.instruction_limit:
+            raise InstructionLimitReached(instructions, self.stores)
+        stores_left = (self.instruction_limit - instructions) * self.stores // max(1, instructions)
+        self._next_count = self.stores + max(self.LIMIT_CHECK_STORES, stores_left // 2)
 
     def declare(self, name, return_type, arg_types):
         """A function of the C library or an LLVM intrinsic, declared once."""
@@ -332,6 +367,7 @@ class _FunctionEmitter:
             self.pointers[buffer] = previous
 
     def _store(self, store):
+        self.mb.count_store()
         buffer = store.buffer
         check_indices(buffer, access_indices(store))
         pointer = self._pointer_of(buffer)

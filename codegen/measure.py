@@ -1,11 +1,12 @@
 """Measuring candidate schedules: build, check against the reference, then time, in a worker.
 
 Every candidate runs in one persistent worker process (codegen.worker), one candidate at a time
-(two at once would disturb each other's timings). A candidate that hangs is killed after
-timeout_s and one that crashes the worker (a segfault in generated code, an abort in LLVM) is
-reported as such; either way the next candidate gets a fresh worker, so one bad candidate never
-stops a sweep. The worker runs under an address-space limit, so a memory blow-up is a
-MemoryError there rather than the machine swapping.
+(two at once would disturb each other's timings; so would building the next candidate while one is
+timed, since kernels run on every core: a build beside them made YOLO kernels time 1.56x slower). A
+candidate that hangs is killed after timeout_s and one that crashes the worker (a segfault in
+generated code, an abort in LLVM) is reported as such; either way the next candidate gets a fresh
+worker, so one bad candidate never stops a sweep. The worker runs under an address-space limit, so
+a memory blow-up is a MemoryError there rather than the machine swapping.
 
 A candidate carries its computation (the task's tensors, pickled), so the worker needs neither the
 registry nor the module that defined the task: an operator defined in a script, a notebook or
@@ -42,6 +43,7 @@ DEFAULT_REFERENCE_TIMEOUT_S = 600.0
 RTOL = {"float32": 1e-4, "float64": 1e-9}
 MAX_RUNS_PER_REPEAT = 1_000_000
 REFERENCE_CACHE_SIZE = 4
+COMPARE_CHUNK = 1 << 15   # elements compared at a time: two float64 chunks fit in a core's L2 cache
 
 
 # ---------------------------------------------------------------- values
@@ -100,19 +102,22 @@ def _schedule_text(schedule):
 class MeasureSettings:
     """How the worker times a candidate; sent with every candidate so runners see the same values."""
 
-    warmup: int = 1
+    warmup: int = 1   # runs before the timed repeats, the checked run counting as the first
     repeats: int = 5
     min_run_seconds: float = 0.01
     seed: int = 0
-    # A candidate whose checked run takes longer than this cannot be a search's best: one more
-    # timed run is enough, and the search moves on sooner.
+    # A candidate whose checked run takes longer than this cannot be a search's best: that run is
+    # its time, and the search moves on sooner.
     slow_run_seconds: float = math.inf
     reference_dir: str = ""   # where the Measurer files each task's reference ("": evaluate it here)
 
 
 @dataclass(frozen=True)
 class MeasureResult:
-    """The outcome of one candidate; seconds is the median time per kernel run (inf unless ok)."""
+    """The outcome of one candidate; seconds is the median time per kernel run (inf unless ok).
+
+    compile_seconds is the whole build; the *_seconds after `number` say where a candidate's time
+    went, phase by phase (0 where a phase did not run, and in records written before they existed)."""
 
     status: str
     seconds: float = math.inf
@@ -122,6 +127,14 @@ class MeasureResult:
     compile_seconds: float = 0.0
     error: str = ""
     number: int = 0  # kernel runs per timed repeat
+    lower_seconds: float = 0.0         # lowering and the back end's loop-IR passes
+    emit_seconds: float = 0.0          # the back end's source (LLVM IR)
+    optimize_seconds: float = 0.0      # the compiler's optimisation (LLVM's -O3 passes)
+    machine_code_seconds: float = 0.0  # object code made (or read from a cache) and loaded
+    check_seconds: float = 0.0         # the checked run and the comparison with the reference
+    timing_seconds: float = 0.0        # warm-up, calibration and the timed repeats
+    wall_seconds: float = 0.0          # the whole candidate as the Measurer saw it, worker round trip included
+    kernel_cache: str = ""             # where the machine code came from: "" (compiled), "memory" or "disk"
 
     @property
     def ok(self):
@@ -134,7 +147,7 @@ class MeasureResult:
 
     @classmethod
     def from_dict(cls, data):
-        """The result a to_dict() (or a runner) produced; missing times are infinite."""
+        """The result a to_dict() (or a runner) produced; missing times are infinite, missing phases 0."""
         known = {name: data[name] for name in cls.__dataclass_fields__ if name in data}
         for name in ("seconds", "min_seconds", "max_seconds"):
             if known.get(name) is None:
@@ -142,8 +155,16 @@ class MeasureResult:
         return cls(**known)
 
     @classmethod
-    def failure(cls, status, error, compile_seconds=0.0):
-        return cls(status, compile_seconds=compile_seconds, error=one_line(error))
+    def failure(cls, status, error, compile_seconds=0.0, **phases):
+        return cls(status, compile_seconds=compile_seconds, error=one_line(error), **phases)
+
+
+def build_phases(kernel):
+    """The MeasureResult fields saying where a kernel's build went."""
+    report = kernel.compile_report
+    return {"lower_seconds": kernel.lower_seconds, "emit_seconds": report.emit_seconds,
+            "optimize_seconds": report.optimize_seconds, "machine_code_seconds": report.machine_code_seconds,
+            "kernel_cache": report.cached}
 
 
 # ---------------------------------------------------------------- the parent side
@@ -158,14 +179,21 @@ class Measurer:
 
     Each task's inputs and reference outputs are computed once per seed, in the worker, under
     their own time limit (reference_timeout_s) rather than a candidate's, and kept in a file
-    that workers started after a crash read instead of evaluating the reference again."""
+    that workers started after a crash read instead of evaluating the reference again.
+
+    A candidate whose checked run takes slow_run_seconds or longer, or slow_factor times the
+    fastest time measured so far for its task and target, is timed by that run alone: a core's
+    speed changes by up to 1.7x, so a run 3 times the best is of a kernel at least 1.7 times
+    slower, which no search keeps, and timing it precisely would cost as much as a good one."""
 
     def __init__(self, timeout_s=60.0, warmup=1, repeats=5, min_run_seconds=0.01, seed=0,
                  memory_limit_bytes=None, runner=DEFAULT_RUNNER, slow_run_seconds=math.inf, kinds=("cpu",),
-                 reference_timeout_s=DEFAULT_REFERENCE_TIMEOUT_S, reference_writer=DEFAULT_REFERENCE_WRITER):
-        if timeout_s <= 0 or reference_timeout_s <= 0 or warmup < 0 or repeats < 1 or min_run_seconds < 0:
-            raise ValueError("need timeout_s > 0, reference_timeout_s > 0, warmup >= 0, repeats >= 1 "
-                             "and min_run_seconds >= 0")
+                 reference_timeout_s=DEFAULT_REFERENCE_TIMEOUT_S, reference_writer=DEFAULT_REFERENCE_WRITER,
+                 slow_factor=math.inf):
+        if timeout_s <= 0 or reference_timeout_s <= 0 or warmup < 0 or repeats < 1 or min_run_seconds < 0 \
+                or not slow_factor >= 1:
+            raise ValueError("need timeout_s > 0, reference_timeout_s > 0, warmup >= 0, repeats >= 1, "
+                             "min_run_seconds >= 0 and slow_factor >= 1")
         load_function(runner)  # a misspelt runner fails here, not once per candidate
         load_function(reference_writer)
         self.timeout_s = float(timeout_s)
@@ -173,6 +201,8 @@ class Measurer:
         self.runner = runner
         self.reference_writer = reference_writer   # 'module:function' that computes and files a reference
         self.settings = MeasureSettings(warmup, repeats, min_run_seconds, seed, slow_run_seconds)
+        self.slow_factor = float(slow_factor)
+        self._fastest = {}           # (task, target) -> the fastest seconds measured so far
         # The worker starts on the first candidate, so creating a Measurer costs nothing.
         self._worker = Worker(memory_limit_bytes, kinds, name="flexsched-measure")
         self._reference_dir = None   # a TemporaryDirectory, made for the first reference
@@ -210,11 +240,20 @@ class Measurer:
     def measure_one(self, measure_input):
         """Send one candidate to the worker and wait at most timeout_s for its result."""
         settings = self._settings_with_reference(measure_input)
+        workload = (measure_input.task_ref_json, measure_input.target_json)
+        fastest = self._fastest.get(workload, math.inf)
+        if fastest < math.inf and self.slow_factor < math.inf:
+            settings = replace(settings, slow_run_seconds=min(settings.slow_run_seconds, self.slow_factor * fastest))
+        started = time.perf_counter()
         try:
             payload = self._worker.call(self.runner, (measure_input, settings), self.timeout_s)
         except WorkerFailure as failure:
-            return MeasureResult.failure(_FAILURE_STATUS[failure.status], failure.reason)
-        return result_from_runner(payload)
+            result = MeasureResult.failure(_FAILURE_STATUS[failure.status], failure.reason)
+        else:
+            result = result_from_runner(payload)
+        if result.ok and result.seconds < fastest:
+            self._fastest[workload] = result.seconds
+        return replace(result, wall_seconds=time.perf_counter() - started)
 
     def _settings_with_reference(self, measure_input):
         """The settings to send with this candidate, once its task's reference is on file."""
@@ -286,26 +325,31 @@ def run_candidate(measure_input, settings):
 def check_and_time(task, kernel, settings, compile_seconds, reference_path=""):
     """A wrong answer is a failure, never a time: check first, then time (on the same arrays, in
     the kernel's memory)."""
+    phases = build_phases(kernel)
     inputs, references = reference_for(task, settings.seed, reference_path)
     backend = kernel.backend
     unavailable = backend.unavailable(kernel.target)
     if unavailable:
-        return MeasureResult.failure("runtime_error", unavailable, compile_seconds)
+        return MeasureResult.failure("runtime_error", unavailable, compile_seconds, **phases)
+    checking = time.perf_counter()
     try:
         arrays = kernel.arguments(inputs)
         first_run_seconds = backend.time_runs(lambda: kernel(*arrays), 1)
         outputs = [backend.to_host(array) for array in arrays[len(inputs):]]
     except Exception as err:  # noqa: BLE001
-        return MeasureResult.failure("runtime_error", describe_exception(err), compile_seconds)
+        return MeasureResult.failure("runtime_error", describe_exception(err), compile_seconds, **phases)
     mismatch = compare_outputs(outputs, references, [t.name for t in task.outputs])
+    phases["check_seconds"] = time.perf_counter() - checking
     if mismatch:
-        return MeasureResult.failure("wrong_answer", mismatch, compile_seconds)
+        return MeasureResult.failure("wrong_answer", mismatch, compile_seconds, **phases)
+    timing = time.perf_counter()
     try:
         per_run, number = time_kernel(kernel, arrays, settings, first_run_seconds)
     except Exception as err:  # noqa: BLE001
-        return MeasureResult.failure("runtime_error", describe_exception(err), compile_seconds)
+        return MeasureResult.failure("runtime_error", describe_exception(err), compile_seconds, **phases)
+    phases["timing_seconds"] = time.perf_counter() - timing
     return MeasureResult("ok", statistics.median(per_run), min(per_run), max(per_run), len(per_run),
-                         compile_seconds, "", number)
+                         compile_seconds, "", number, **phases)
 
 
 def reference_file(settings, task_ref_json):
@@ -359,20 +403,31 @@ def _remember(key, reference):
 
 def time_kernel(kernel, arrays, settings, first_run_seconds):
     """Per-run seconds of each repeat, and the runs per repeat chosen so a repeat lasts at least
-    min_run_seconds: estimated from the fastest of the check run and the warm-up runs, then
-    raised if one untimed repeat of that many runs still falls short."""
+    min_run_seconds.
+
+    The checked run is the first warm-up run, and its time (or the fastest of the warm-up runs)
+    sets the runs per repeat; a first repeat that still falls short of min_run_seconds is
+    discarded and timed again with more runs. A candidate whose checked run took slow_run_seconds
+    or longer is timed by that run alone: it cannot be a search's best, and another run of it costs
+    as much as timing a good candidate whole."""
     if first_run_seconds >= settings.slow_run_seconds:
-        return [_time_repeat(kernel, arrays, 1)], 1
+        return [first_run_seconds], 1
     fastest = first_run_seconds
-    for _ in range(settings.warmup):
+    for _ in range(settings.warmup - 1):
         fastest = min(fastest, _time_repeat(kernel, arrays, 1))
     number = runs_per_repeat(fastest, settings.min_run_seconds)
-    calibrated = _time_repeat(kernel, arrays, number)  # one untimed repeat, in case the first runs were slow
-    number = max(number, runs_per_repeat(calibrated, settings.min_run_seconds))
     gc_was_enabled = gc.isenabled()
     gc.disable()  # a collection inside a repeat would be charged to the kernel
     try:
-        return [_time_repeat(kernel, arrays, number) for _ in range(settings.repeats)], number
+        per_run = []
+        while len(per_run) < settings.repeats:
+            seconds = _time_repeat(kernel, arrays, number)
+            needed = runs_per_repeat(seconds, settings.min_run_seconds)
+            if not per_run and needed > number:   # the warm-up runs were slower than the kernel is
+                number = needed
+                continue
+            per_run.append(seconds)
+        return per_run, number
     finally:
         if gc_was_enabled:
             gc.enable()
@@ -396,9 +451,30 @@ def tolerance(dtype, reference):
     dtype = np.dtype(dtype).name
     if dtype not in RTOL:
         return 0.0, 0.0
-    finite = np.abs(reference[np.isfinite(reference)])
-    scale = max(1.0, float(finite.max())) if finite.size else 1.0
+    scale = 1.0
+    for chunk in _chunks(np.asarray(reference)):
+        finite = np.abs(chunk[np.isfinite(chunk)])
+        if finite.size:
+            scale = max(scale, float(finite.max()))
     return RTOL[dtype], RTOL[dtype] * scale
+
+
+def _chunks(array):
+    """A C-contiguous array's elements, flat, COMPARE_CHUNK at a time."""
+    flat = np.ascontiguousarray(array).reshape(-1)
+    return (flat[begin:begin + COMPARE_CHUNK] for begin in range(0, flat.size, COMPARE_CHUNK))
+
+
+def _all_good(output, reference, rtol, atol):
+    """Whether every element of output matches reference (compare_array's test), a chunk at a time:
+    small temporaries stay in cache, where whole-array ones cost page faults on every candidate."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        for got, want in zip(_chunks(output), _chunks(reference)):
+            got, want = got.astype(np.float64), want.astype(np.float64)
+            close = np.abs(got - want) <= atol + rtol * np.abs(want)
+            if not (close | (got == want) | (np.isnan(got) & np.isnan(want))).all():
+                return False
+    return True
 
 
 def compare_outputs(outputs, references, names):
@@ -420,6 +496,8 @@ def compare_array(output, reference):
     if output.shape != reference.shape:
         return f"shape {output.shape}, expected {reference.shape}"
     rtol, atol = tolerance(reference.dtype, reference)
+    if _all_good(output, reference, rtol, atol):
+        return ""
     got, want = output.astype(np.float64), reference.astype(np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
         error = np.abs(got - want)

@@ -37,6 +37,9 @@ from flexsched.library import checked_library
 from flexsched.registry import get_task
 from flexsched.target import get_target
 
+# MeasureResult's seconds per phase, reported per case as medians over the search's candidates.
+PHASES = ("lower", "emit", "optimize", "machine_code", "check", "timing", "wall")
+
 YOLO = [(3, 64, 448, 7, 2), (64, 192, 112, 3, 1), (192, 128, 56, 1, 1), (128, 256, 56, 3, 1),
         (256, 256, 56, 1, 1), (256, 512, 56, 3, 1), (512, 256, 28, 1, 1), (256, 512, 28, 3, 1),
         (512, 512, 28, 1, 1), (512, 1024, 28, 3, 1), (1024, 512, 14, 1, 1), (512, 1024, 14, 3, 1),
@@ -78,16 +81,31 @@ def run_case(name, task, args, evaluator):
     side = time_side_by_side([ours, library], args.rounds)
     ratios = side.ratios("ours", library.name)
     compiles = [e.evaluation.details.get("compile_seconds", 0.0) for e in entries if e.ok and e.evaluation.details]
+    measured = [e.evaluation.details for e in entries if e.evaluation.details]
+    search_loop_seconds = entries[-1].elapsed   # the search alone: no finalists, no final build
     return {
         "case": name, "task": str(task), "method": args.method, "trials": len(entries), "ok": result.history.num_ok,
         "failures": failures, "search_seconds": search_seconds, "candidates_per_second": len(entries) / search_seconds,
         "compile_seconds_mean": statistics.mean(compiles) if compiles else 0.0,
+        "search_loop_seconds": search_loop_seconds, "search_candidates_per_second": len(entries) / search_loop_seconds,
+        "phase_seconds_median": {phase: statistics.median(d.get(f"{phase}_seconds", 0.0) for d in measured)
+                                 for phase in PHASES} if measured else {},
+        "kernel_cache_hits": sum(1 for d in measured if d.get("kernel_cache")),
+        "timed_once": sum(1 for d in measured if d.get("status") == "ok" and d.get("repeats") == 1),
         "best_seconds": side.seconds("ours"), "torch_seconds": side.seconds(library.name),
         "gflops": info.flops / side.seconds("ours") / 1e9, "torch_gflops": info.flops / side.seconds(library.name) / 1e9,
         "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
         "finalist_seconds": [f.seconds for f in result.finalists],
         "best_schedule": json.loads(result.schedule.to_json()),
     }
+
+
+def phase_line(row):
+    """Where a case's candidates spent their time: median seconds per phase, and the search's rate."""
+    phases = " ".join(f"{phase.replace('_', ' ')} {seconds:.3f}" for phase, seconds in
+                      row["phase_seconds_median"].items())
+    return (f"     median s per candidate: {phases}; {row['search_candidates_per_second']:.2f} cand/s in the "
+            f"search loop, {row['kernel_cache_hits']} kernel cache hits, {row['timed_once']} timed once")
 
 
 def main():
@@ -124,6 +142,7 @@ def main():
                   f"{row['ratio_median']:.2f} ({row['ratio_min']:.2f}-{row['ratio_max']:.2f}), "
                   f"{row['ok']}/{row['trials']} ok, compile {row['compile_seconds_mean']:.2f} s, "
                   f"{row['candidates_per_second']:.2f} cand/s", flush=True)
+            print(phase_line(row), flush=True)
     conv = [row["ratio_median"] for row in rows if row["case"].startswith("C")]
     if conv:
         print(f"YOLO geometric-mean ratio over {len(conv)} layers: "

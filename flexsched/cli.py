@@ -343,7 +343,7 @@ def _roof_file():
     """Where the best roofs measured on this machine are kept: the user's cache directory."""
     import os
 
-    from .database import user_cache_dir
+    from .user_cache import user_cache_dir
 
     return os.path.join(user_cache_dir(), "roofs.json")
 

@@ -18,6 +18,7 @@ import os
 from dataclasses import dataclass
 
 from .errors import FlexschedError
+from .user_cache import user_cache_dir
 
 ENVIRONMENT_VARIABLE = "FLEXSCHED_DB"
 FILE_NAME = "tuning.jsonl"
@@ -25,12 +26,6 @@ FILE_NAME = "tuning.jsonl"
 
 class DatabaseError(FlexschedError):
     """A record the database cannot take, or a file it cannot read."""
-
-
-def user_cache_dir():
-    """flexsched's folder in the user's cache directory (XDG_CACHE_HOME or ~/.cache)."""
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "flexsched")
 
 
 def default_path():

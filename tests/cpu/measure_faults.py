@@ -85,6 +85,13 @@ def counted_reference(measure_input, seed, path):
         log.write(f"{ref['name']}{ref['args']}\n")
 
 
+def logged_settings_runner(measure_input, settings):
+    """run_candidate, after appending the slow_run_seconds it was sent to the file $SETTINGS_LOG."""
+    with open(os.environ["SETTINGS_LOG"], "a") as log:
+        log.write(f"{settings.slow_run_seconds!r}\n")
+    return run_candidate(measure_input, settings)
+
+
 def spoil_back_ends():
     """Leave this worker's back ends 'unhealthy' (as a kernel that faults the GPU does): the worker
     must exit after answering, and say so, so the parent never sends it another call."""

@@ -425,6 +425,32 @@ def test_a_body_unrolled_past_the_code_size_budget_is_rolled_back_and_stays_corr
     np.testing.assert_allclose(o, a * a.T + np.roll(a, -1, axis=0) - np.roll(a, -3, axis=1), rtol=1e-5, atol=1e-5)
 
 
+def test_a_module_past_the_code_size_budget_is_not_emitted_whole(monkeypatch):
+    """40 x 40 unrolled statements are fewer stores than the budget allows but twice its
+    instructions: emission stops near the budget, and the rolled module is emitted whole."""
+    from codegen import cpu_backend
+    from codegen.code_size import MAX_EMITTED_INSTRUCTIONS
+
+    builders = []
+
+    class Recorded(cpu_backend.ModuleBuilder):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            builders.append(self)
+
+    monkeypatch.setattr(cpu_backend, "ModuleBuilder", Recorded)
+    A, O = buf("A", (40, 40)), buf("O", (40, 40))
+    body = loop("i", 40, "unrolled", lambda i: loop("j", 40, "unrolled", lambda j: Store(
+        O, (i, j), ld(A, i, j) * ld(A, j, i) + ld(A, (i + 1) % 40, j) - ld(A, i, (j + 3) % 40))))
+    kernel = compile_func(PrimFunc("stopped_at_budget", (A, O), body))
+    first, *_, last = builders
+    assert first.stores < 40 * 40 and MAX_EMITTED_INSTRUCTIONS < first.instructions() < 1.1 * MAX_EMITTED_INSTRUCTIONS
+    assert last.instructions() <= MAX_EMITTED_INSTRUCTIONS and kernel.func.body.kind == "serial"
+    a, o = rand(40, 40), np.zeros((40, 40), "float32")
+    kernel(a, o)
+    np.testing.assert_allclose(o, a * a.T + np.roll(a, -1, axis=0) - np.roll(a, -3, axis=1), rtol=1e-5, atol=1e-5)
+
+
 def test_a_guarded_register_tile_stays_in_registers():
     """29 columns in tiles of 16, so the second tile's guard leaves 13 lanes on: its accumulations
     blend under the guard's mask instead of masked stores, so the tile's loads and stores stay

@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
-from codegen.measure import MeasureInput, MeasureResult, Measurer, ReferenceFailure, compare_array
+from codegen.measure import COMPARE_CHUNK, MeasureInput, MeasureResult, Measurer, ReferenceFailure, compare_array
 from flexsched.registry import get_task
 from flexsched.schedule import Parallel, Reorder, Schedule, Split
 
@@ -87,6 +87,28 @@ def test_results_round_trip_through_strict_json(measurer):
     for result in results:
         text = json.dumps(result.to_dict(), allow_nan=False)
         assert MeasureResult.from_dict(json.loads(text)) == result
+
+
+def test_a_result_says_where_its_time_went(measurer):
+    fresh = MeasureInput(get_task("GMM", 16, 24, 16), SPLIT_SCHEDULE.to_json())   # built by no other test here
+    built, again = measurer.measure([fresh, fresh])
+    assert_ok(built)
+    assert built.kernel_cache in ("", "disk")   # a kernel cache on disk may hold it from an earlier session
+    assert built.lower_seconds > 0 and built.emit_seconds > 0 and built.machine_code_seconds > 0
+    assert built.check_seconds > 0 and built.timing_seconds > 0
+    build = built.lower_seconds + built.emit_seconds + built.optimize_seconds + built.machine_code_seconds
+    assert build <= built.compile_seconds
+    assert built.compile_seconds + built.check_seconds + built.timing_seconds <= built.wall_seconds
+    assert_ok(again)   # the worker built it already: no LLVM this time
+    assert again.kernel_cache == "memory" and again.optimize_seconds == again.machine_code_seconds == 0.0
+
+
+def test_a_failure_keeps_the_phases_it_went_through():
+    with Measurer(timeout_s=60, runner="measure_faults:wrong_runner", **SETTINGS) as wrong:
+        (result,) = wrong.measure([split(MARKED_TASK)])
+    assert_failed(result, "wrong_answer")
+    assert result.lower_seconds > 0 and result.check_seconds > 0 and result.timing_seconds == 0.0
+    assert result.wall_seconds >= result.compile_seconds > 0
 
 
 def test_a_crash_does_not_stop_the_sweep():
@@ -177,6 +199,20 @@ def test_comparison_tolerates_rounding_but_not_errors_or_nan():
     assert "shape" in compare_array(reference[:1], reference)
 
 
+def test_comparison_finds_the_one_wrong_element_of_a_large_output():
+    rows, columns = 7, 3 * COMPARE_CHUNK // 7 + 2   # compared a chunk at a time: the last chunk is a partial one
+    size = rows * columns
+    reference = np.linspace(-1.0, 1.0, size, dtype=np.float32).reshape(rows, columns)
+    output = reference.copy()
+    output.reshape(-1)[size - 2] += 0.5
+    assert compare_array(output, reference).startswith(f"max |error| 5.0e-01 at ({rows - 1}, {columns - 2}) ")
+    both_nan = reference.copy()
+    both_nan.reshape(-1)[COMPARE_CHUNK + 7] = np.nan
+    assert compare_array(both_nan.copy(), both_nan) == ""
+    assert compare_array(both_nan, reference).startswith("NaN at (")
+    assert compare_array(reference, both_nan).startswith("max |error|")
+
+
 def test_integers_must_match_exactly():
     reference = np.arange(6, dtype=np.int32).reshape(2, 3)
     assert compare_array(reference.copy(), reference) == ""
@@ -190,6 +226,20 @@ def test_slow_candidates_are_timed_once():
     with Measurer(timeout_s=60, repeats=5, slow_run_seconds=0.0) as measurer:
         (result,) = measurer.measure([MeasureInput(get_task("GMM", 16, 16, 16), Schedule().to_json())])
     assert result.ok and result.repeats == 1 and result.number == 1
+
+
+def test_a_candidate_far_slower_than_its_tasks_best_is_timed_once(tmp_path, monkeypatch):
+    log = tmp_path / "settings.log"
+    monkeypatch.setenv("SETTINGS_LOG", str(log))
+    with Measurer(timeout_s=60, runner="measure_faults:logged_settings_runner", slow_factor=3, **SETTINGS) as measurer:
+        first, second, other = measurer.measure([naive(GOOD_TASK), split(GOOD_TASK), naive(MARKED_TASK)])
+    for result in (first, second, other):
+        assert result.ok
+    sent = [float(line) for line in log.read_text().splitlines()]
+    assert sent[0] == math.inf and sent[1] == 3 * first.seconds   # the task's best so far, times the factor
+    assert sent[2] == math.inf                                    # another task has no best yet
+    with pytest.raises(ValueError, match="slow_factor >= 1"):
+        Measurer(slow_factor=0.5)
 
 
 # ---------------------------------------------------------------- the reference, once per task and seed

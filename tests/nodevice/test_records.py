@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from analysis import analyze
+from codegen.measure import MeasureResult
 from explore.claims import SharedRecords
 from explore.evaluator import Evaluation, ExplorationError
 from explore.history import Entry
@@ -79,6 +80,8 @@ def changed(data, path, value):
 
 
 DROP = object()
+# A measurement's details as records kept them before the per-phase seconds existed.
+OLD_RESULT_FIELDS = ("status", "seconds", "min_seconds", "max_seconds", "repeats", "compile_seconds", "error", "number")
 
 
 # ---------------------------------------------------------------- the schema, line by line
@@ -187,6 +190,22 @@ def test_every_evaluator_status_is_a_valid_failure(tmp_path, template, status, s
     log.write_text(json.dumps(failed) + "\n")
     records, reports = load_with_warnings(log)
     assert len(records) == 1 and not records[0].ok and reports == []
+
+
+def test_a_measurements_phases_round_trip_and_records_without_them_still_load(tmp_path, template):
+    measured = MeasureResult("ok", 2e-3, 1.9e-3, 2.1e-3, 3, 0.31, "", 4, lower_seconds=0.01, emit_seconds=0.03,
+                             optimize_seconds=0.2, machine_code_seconds=0.07, check_seconds=0.004,
+                             timing_seconds=0.03, wall_seconds=0.36, kernel_cache="disk")
+    old = {key: value for key, value in measured.to_dict().items() if key in OLD_RESULT_FIELDS}
+    log = tmp_path / "run.jsonl"
+    log.write_text("".join(json.dumps(changed(template, "result", {"status": "ok", "seconds": 2e-3, "error": "",
+                                                                   "details": details})) + "\n"
+                           for details in (measured.to_dict(), old)))
+    new_record, old_record = load_records(log)
+    assert MeasureResult.from_dict(new_record.evaluation.details) == measured
+    before = MeasureResult.from_dict(old_record.evaluation.details)
+    assert before.compile_seconds == 0.31 and before.seconds == 2e-3
+    assert before.optimize_seconds == before.check_seconds == before.wall_seconds == 0.0 and before.kernel_cache == ""
 
 
 def test_best_and_resume_skip_attacked_lines_with_one_line_warnings(tmp_path, template, capsys):

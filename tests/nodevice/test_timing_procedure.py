@@ -1,0 +1,56 @@
+"""How the measurement worker times a checked kernel: the runs it makes and which it counts (a
+scripted clock stands in for the kernel, so nothing here depends on this machine's speed)."""
+
+import math
+
+from codegen.measure import MeasureSettings, time_kernel
+
+
+class ScriptedBackend:
+    """time_runs answers seconds per run from a script and logs the runs asked for."""
+
+    def __init__(self, per_run):
+        self.per_run = list(per_run)
+        self.calls = []
+
+    def time_runs(self, run, number):
+        self.calls.append(number)
+        return self.per_run.pop(0) if len(self.per_run) > 1 else self.per_run[0]
+
+
+class ScriptedKernel:
+    def __init__(self, per_run):
+        self.backend = ScriptedBackend(per_run)
+
+    def __call__(self, *arrays):
+        pass
+
+
+def settings(**changes):
+    values = dict(warmup=1, repeats=3, min_run_seconds=0.02, slow_run_seconds=math.inf)
+    return MeasureSettings(**{**values, **changes})
+
+
+def test_the_checked_run_is_the_warm_up_and_sets_the_runs_per_repeat():
+    kernel = ScriptedKernel([0.004])
+    per_run, number = time_kernel(kernel, [], settings(), first_run_seconds=0.004)
+    assert number == 5 and per_run == [0.004] * 3
+    assert kernel.backend.calls == [5, 5, 5]   # no run besides the timed repeats
+
+
+def test_further_warm_up_runs_follow_the_checked_one():
+    kernel = ScriptedKernel([0.05])
+    per_run, number = time_kernel(kernel, [], settings(warmup=3), first_run_seconds=0.05)
+    assert kernel.backend.calls == [1, 1, 1, 1, 1] and number == 1 and per_run == [0.05] * 3
+
+
+def test_a_first_repeat_shorter_than_the_minimum_is_timed_again_with_more_runs():
+    kernel = ScriptedKernel([0.005, 0.005])   # the checked run (0.05 s) was slower than the kernel is
+    per_run, number = time_kernel(kernel, [], settings(), first_run_seconds=0.05)
+    assert kernel.backend.calls == [1, 4, 4, 4] and number == 4 and per_run == [0.005] * 3
+
+
+def test_a_slow_candidate_is_timed_by_its_checked_run_alone():
+    kernel = ScriptedKernel([0.4])
+    per_run, number = time_kernel(kernel, [], settings(slow_run_seconds=0.5), first_run_seconds=0.6)
+    assert kernel.backend.calls == [] and per_run == [0.6] and number == 1
