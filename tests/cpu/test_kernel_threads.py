@@ -23,7 +23,7 @@ def test_one_kernel_with_a_workspace_called_from_many_threads():
     config = space.config(space.random_point(0)).to_dict()
     config["pad.attach"] = "root"  # the padded input is an intermediate stage in a workspace
     kernel = build(task, space.schedule(space.point(Config.from_dict(config))))
-    assert [b.name for b in kernel.lowered.workspaces] == ["pad"]
+    assert "pad" in [b.name for b in kernel.lowered.workspaces]   # (with any blocked copies beside it)
     assert any(extent for _, extent in kernel.compiled.segments), "expected a parallel segment"
     cases = []
     for seed in range(THREADS):
