@@ -29,12 +29,15 @@ import torch
 
 from analysis import analyze
 from codegen.evaluators import CpuEvaluator
+from codegen.kernel import build
+from codegen.measure import compare_array
 from explore.finalists import kernel_timed
 from explore.optimize import optimize
 from explore.side_by_side import time_side_by_side
 from flexsched.cpus import host
 from flexsched.library import checked_library
 from flexsched.registry import get_task
+from flexsched.schedule import Layout, with_blocked_interface
 from flexsched.target import get_target
 
 # MeasureResult's seconds per phase, reported per case as medians over the search's candidates.
@@ -78,8 +81,13 @@ def run_case(name, task, args, evaluator):
     reference = task.evaluate(*inputs)   # once per case: the reference evaluator is slow on big layers
     library = checked_library(task, target, inputs, reference)
     ours = kernel_timed("ours", result.kernel, result.kernel.arguments(inputs))
-    side = time_side_by_side([ours, library], args.rounds)
+    contestants = [ours, library]
+    prepacked = prepacked_kernel(task, result.schedule, inputs, reference)
+    if prepacked is not None:
+        contestants.append(kernel_timed("ours, weights pre-packed", prepacked, prepacked.arguments(inputs)))
+    side = time_side_by_side(contestants, args.rounds)
     ratios = side.ratios("ours", library.name)
+    prepacked_ratios = side.ratios("ours, weights pre-packed", library.name) if prepacked is not None else []
     compiles = [e.evaluation.details.get("compile_seconds", 0.0) for e in entries if e.ok and e.evaluation.details]
     measured = [e.evaluation.details for e in entries if e.evaluation.details]
     search_loop_seconds = entries[-1].elapsed   # the search alone: no finalists, no final build
@@ -95,9 +103,26 @@ def run_case(name, task, args, evaluator):
         "best_seconds": side.seconds("ours"), "torch_seconds": side.seconds(library.name),
         "gflops": info.flops / side.seconds("ours") / 1e9, "torch_gflops": info.flops / side.seconds(library.name) / 1e9,
         "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
+        "prepacked_inputs": sorted(prepacked.blocked) if prepacked is not None else [],
+        "prepacked_ratio_median": statistics.median(prepacked_ratios) if prepacked_ratios else None,
+        "cpu": cpu_description(),
         "finalist_seconds": [f.seconds for f in result.finalists],
         "best_schedule": json.loads(result.schedule.to_json()),
     }
+
+
+def prepacked_kernel(task, schedule, inputs, reference):
+    """The best schedule with the inputs it stores blocked passed blocked by the caller (weights an
+    inference engine packs once), checked against the reference; None when it blocks no input."""
+    blocked = {step.tensor for step in schedule.steps if isinstance(step, Layout)} & {t.name for t in task.inputs}
+    if not blocked:
+        return None
+    kernel = build(task, with_blocked_interface(schedule, blocked))
+    for output, expected in zip(kernel.run(*inputs), reference):
+        wrong = compare_array(output, expected)
+        if wrong:   # a fast wrong kernel is no result
+            raise RuntimeError(f"{task} with {', '.join(sorted(blocked))} pre-packed: {wrong}")
+    return kernel
 
 
 def phase_line(row):
@@ -143,6 +168,9 @@ def main():
                   f"{row['ok']}/{row['trials']} ok, compile {row['compile_seconds_mean']:.2f} s, "
                   f"{row['candidates_per_second']:.2f} cand/s", flush=True)
             print(phase_line(row), flush=True)
+            if row["prepacked_ratio_median"] is not None:
+                print(f"     with {', '.join(row['prepacked_inputs'])} pre-packed (converted once ahead of time): "
+                      f"ratio {row['prepacked_ratio_median']:.2f}", flush=True)
     conv = [row["ratio_median"] for row in rows if row["case"].startswith("C")]
     if conv:
         print(f"YOLO geometric-mean ratio over {len(conv)} layers: "
