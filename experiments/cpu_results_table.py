@@ -17,15 +17,19 @@ def case_order(row):
 
 def main(paths):
     rows = sorted((row for path in paths for row in json.load(open(path))), key=case_order)
-    print("| case | task | trials (ok) | ours GFLOPS | torch GFLOPS | ratio (range) | compile s | candidates/s |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| case | task | trials (ok) | ours GFLOPS | torch GFLOPS | ratio (range) | weights pre-packed | "
+          "compile s | candidates/s (search loop) |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for row in rows:
         if "error" in row:
-            print(f"| {row['case']} | | | | | {row['error']} | | |")
+            print(f"| {row['case']} | | | | | {row['error']} | | | |")
             continue
+        prepacked = row.get("prepacked_ratio_median")
+        loop_rate = row.get("search_candidates_per_second")
         print(f"| {row['case']} | {row['task']} | {row['trials']} ({row['ok']}) | {row['gflops']:.1f} | "
               f"{row['torch_gflops']:.1f} | {row['ratio_median']:.2f} ({row['ratio_min']:.2f}–{row['ratio_max']:.2f}) | "
-              f"{row['compile_seconds_mean']:.2f} | {row['candidates_per_second']:.2f} |")
+              f"{'' if prepacked is None else f'{prepacked:.2f}'} | {row['compile_seconds_mean']:.2f} | "
+              f"{row['candidates_per_second']:.2f}{'' if loop_rate is None else f' ({loop_rate:.2f})'} |")
     conv = [row["ratio_median"] for row in rows if row["case"].startswith("C") and "error" not in row]
     if conv:
         mean = math.exp(statistics.mean(math.log(r) for r in conv))
