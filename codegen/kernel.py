@@ -61,7 +61,8 @@ class Kernel:
         """The parameters as the caller passes them, a blocked one with its logical shape."""
         blocked = self.blocked
         return ", ".join(f"{b.name}: {b.dtype}{list(b.shape)}"
-                         + (f" (blocked: {_blocking_note(blocked[b.name])})" if b.name in blocked else "")
+                         + (f" (blocked: logical {list(blocked[b.name].logical_shape)}, {blocked[b.name].blocks})"
+                            if b.name in blocked else "")
                          for b in self.params)
 
     @property
@@ -72,9 +73,7 @@ class Kernel:
     def arguments(self, inputs):
         """The inputs copied to the kernel's memory (converted ahead of time to the blocked
         layout where the interface asks for one), followed by fresh output arrays there."""
-        blocked = self.blocked
-        inputs = [to_blocked(array, blocked[b.name].blockings) if b.name in blocked else array
-                  for b, array in zip(self.params, inputs)]
+        inputs = self._blocked_inputs(inputs)
         outputs = [self.backend.empty(b.shape, b.dtype) for b in self.params[len(inputs):]]
         return [self.backend.to_device(array) for array in inputs] + outputs
 
@@ -85,7 +84,14 @@ class Kernel:
         self(*arrays)
         return self._logical_outputs([self.backend.to_host(array) for array in arrays[len(inputs):]])
 
+    def _blocked_inputs(self, inputs):
+        """Caller's input arrays, the ones the interface takes blocked converted to that layout."""
+        blocked = self.blocked
+        return [to_blocked(array, blocked[b.name].blockings) if b.name in blocked else array
+                for b, array in zip(self.params, inputs)]
+
     def _logical_outputs(self, outputs):
+        """Output arrays in the caller's layout (the blocked ones converted back)."""
         blocked = self.blocked
         params = self.params[len(self.params) - len(outputs):]
         return [from_blocked(array, blocked[b.name].logical_shape, blocked[b.name].blockings)
@@ -96,9 +102,7 @@ class Kernel:
         CPU (a GPU kernel's threads run in barrier-separated phases, races reported)."""
         from .interpret import run
 
-        blocked = self.blocked
-        inputs = [to_blocked(array, blocked[b.name].blockings) if b.name in blocked else array
-                  for b, array in zip(self.params, inputs)]
+        inputs = self._blocked_inputs(inputs)
         arrays = [*inputs, *(np.empty(b.shape, dtype=b.dtype) for b in self.lowered.func.params[len(inputs):])]
         run(self.lowered.func, arrays)
         return self._logical_outputs(arrays[len(inputs):len(self.params)])
@@ -132,11 +136,6 @@ class Kernel:
             raise ValueError(f"save() writes a CPU shared library; a {self.target.name} kernel's code is in "
                              "kernel.source")
         return save_shared_library(self, directory, name)
-
-
-def _blocking_note(param):
-    parts = ", ".join(f"dim {b.dim} by {b.block}" for b in param.blockings)
-    return f"logical {list(param.logical_shape)}, {parts}"
 
 
 def build(task, schedule=None, target="llvm", name=None):

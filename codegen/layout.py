@@ -23,7 +23,7 @@ from flexsched.errors import FlexschedError
 from flexsched.expr import Load, as_expr, iter_vars_of, transform
 from flexsched.schedule import physical_shape
 
-from .ir import Allocate, Buffer, For, Store, loop_var, map_stmts, seq
+from .ir import Allocate, Buffer, For, Store, loop_var, map_exprs, map_stmts, seq
 
 
 # The conversion's innermost loop runs on vector lanes (gathering or scattering the transposed
@@ -44,11 +44,15 @@ class BlockedParam:
     logical_shape: tuple
     blockings: tuple
 
+    @property
+    def blocks(self):
+        """The blockings in words: 'dim 0 by 16, dim 1 by 4'."""
+        return ", ".join(f"dim {b.dim} by {b.block}" for b in self.blockings)
+
     def describe(self):
         """The layout in words, e.g. 'W: [512, 512, 1, 1] blocked as [32, 512, 1, 1, 16] (dim 0 by 16)'."""
-        parts = ", ".join(f"dim {b.dim} by {b.block}" for b in self.blockings)
         return (f"{self.name}: {list(self.logical_shape)} blocked as "
-                f"{list(physical_shape(self.logical_shape, self.blockings))} ({parts})")
+                f"{list(physical_shape(self.logical_shape, self.blockings))} ({self.blocks})")
 
 
 def to_blocked(array, blockings):
@@ -143,9 +147,6 @@ def apply_layouts(func, layouts, inputs, outputs):
         if param.name in outputs:
             after.append(_conversion(param, inside, blockings, to_inside=False))
 
-    def buffer_of(buffer):
-        return blocked.get(buffer, buffer)
-
     def note_allocations(stmt):
         if isinstance(stmt, Allocate) and layouts.get(stmt.buffer.name) and stmt.buffer not in blocked:
             _check_fits(stmt.buffer, layouts[stmt.buffer.name])
@@ -165,20 +166,14 @@ def apply_layouts(func, layouts, inputs, outputs):
     def _physical(buffer, indices):
         return physical_indices(indices, layouts[buffer.name])
 
-    def rewrite_stmt(stmt):
-        if isinstance(stmt, Store):
-            indices = tuple(rewrite_expr(as_expr(i, "int64")) for i in stmt.indices)
-            value = rewrite_expr(as_expr(stmt.value, stmt.buffer.dtype))
-            if stmt.buffer in blocked:
-                return Store(blocked[stmt.buffer], _physical(stmt.buffer, indices), value)
-            return Store(stmt.buffer, indices, value)
+    def relocate(stmt):  # stores and allocations of blocked buffers; their loads are rewritten already
+        if isinstance(stmt, Store) and stmt.buffer in blocked:
+            return Store(blocked[stmt.buffer], _physical(stmt.buffer, stmt.indices), stmt.value)
         if isinstance(stmt, Allocate) and stmt.buffer in blocked:
             return Allocate(blocked[stmt.buffer], stmt.body)
-        if hasattr(stmt, "cond"):
-            return replace(stmt, cond=rewrite_expr(stmt.cond))
         return None
 
-    body = map_stmts(func.body, rewrite_stmt)
+    body = map_stmts(map_exprs(func.body, rewrite_expr), relocate)
     body = seq(*before, body, *after)
     func = replace(func, params=tuple(params) + tuple(workspaces), body=body)
     return func, tuple(interface), tuple(workspaces)
