@@ -73,13 +73,25 @@ def resume_history(path, task, target, space, judged_by=None):
         if reason is not None:
             counts[reason] += 1
             continue
-        origin = record.data.get("origin")
-        if origin is not None:
-            origin = (tuple(origin["start"]), int(origin["direction"]))
-        history.add(point, key, Evaluation.from_dict(record.data["result"]), record.data.get("elapsed", 0.0), origin)
+        history.add(point, key, Evaluation.from_dict(record.data["result"]), record.data.get("elapsed", 0.0),
+                    _origin(record, space))
     misfits.summarise()
     report = ResumeReport(path, len(history), tuple((reason, count) for reason, count in counts.items() if count))
     return history, report
+
+
+def _origin(record, space):
+    """(start point, direction) a record's point was reached by, or None where it names a direction
+    this space does not have (written by another revision of the space, whose moves differ)."""
+    origin = record.data.get("origin")
+    if origin is None:
+        return None
+    direction = int(origin["direction"])
+    if direction >= space.num_directions or len(origin["start"]) != space.num_knobs:
+        return None
+    if origin.get("direction_name", space.direction_name(direction)) != space.direction_name(direction):
+        return None
+    return tuple(origin["start"]), direction
 
 
 def _mismatch(record, task, target, judged_by, space):

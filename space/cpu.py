@@ -88,18 +88,19 @@ def knobs(info, target):
         if _is_main(info, node):
             result += split_knobs(node, node.reduce, REDUCE_LEVELS)
             if split_loops(node.reduce):
-                result.append(ChoiceKnob(knob_name(node, "order"), "reorder", tuple(range(len(LEVEL_ORDERS)))))
+                result.append(ChoiceKnob(knob_name(node, "order"), "reorder", tuple(range(len(LEVEL_ORDERS))),
+                                             ordered=False))
         if node.reduce:
-            result.append(ChoiceKnob(knob_name(node, "accumulate"), "cache_write", ACCUMULATE))
+            result.append(ChoiceKnob(knob_name(node, "accumulate"), "cache_write", ACCUMULATE, ordered=False))
             axes = vector_axes(node, target)
             if len(axes) > 1:
-                result.append(ChoiceKnob(knob_name(node, "vector"), "layout", axes))
+                result.append(ChoiceKnob(knob_name(node, "vector"), "layout", axes, ordered=False))
         if len(spatial) > 1:
             result.append(ChoiceKnob(knob_name(node, "fuse"), "fuse", tuple(range(1, len(spatial) + 1))))
         if _is_main(info, node):
             result.append(ChoiceKnob(knob_name(node, "unroll"), "unroll", UNROLL_LIMITS))
         if node.reduce:
-            result += [ChoiceKnob(f"{node.name}.pack.{tensor}", "cache_read", PACK_LEVELS)
+            result += [ChoiceKnob(f"{node.name}.pack.{tensor}", "cache_read", PACK_LEVELS, ordered=False)
                        for tensor in node.inputs]
         knob = attach_knob(info, node, allow_at=True, inline_guarded=False)
         if knob:

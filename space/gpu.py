@@ -76,7 +76,8 @@ def knobs(info, target):
         result += split_knobs(node, node.spatial, SPATIAL_LEVELS, lambda loop: spatial_caps[loop.name])
         result += split_knobs(node, node.reduce, REDUCE_LEVELS, lambda loop: reduce_caps[loop.name])
         if split_loops(node.reduce):
-            result.append(ChoiceKnob(knob_name(node, "order"), "reorder", tuple(range(len(LEVEL_ORDERS)))))
+            result.append(ChoiceKnob(knob_name(node, "order"), "reorder", tuple(range(len(LEVEL_ORDERS))),
+                                             ordered=False))
         if node.reduce:
             result.append(ChoiceKnob(knob_name(node, "cache"), "cache_shared", (1, 0)))
         result.append(ChoiceKnob(knob_name(node, "unroll"), "unroll", UNROLL_LIMITS))

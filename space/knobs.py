@@ -267,12 +267,11 @@ def _is_plain_value(value):
 
 
 class ChoiceKnob(_Knob):
-    """An ordered list of alternatives, stepped through one neighbour at a time."""
+    """A list of alternatives. Ordered (a size, a count): one step moves to the next or previous
+    value. Unordered (a place, a strategy): one step moves to any other value, since no value
+    lies between two others and walking past the ones in the way wastes a measurement on each."""
 
-    directions = ("+1", "-1")
-    encoding_length = 1
-
-    def __init__(self, name, kind, values):
+    def __init__(self, name, kind, values, ordered=True):
         self._set_name(name, kind)
         if isinstance(values, str):
             raise self._error(f"values must be a sequence, got {values!r}")
@@ -286,18 +285,30 @@ class ChoiceKnob(_Knob):
             duplicates = sorted({repr(value) for value in values if values.count(value) > 1})
             raise self._error(f"values must be distinct, repeated: {', '.join(duplicates)}")
         self.values = values
+        self.ordered = bool(ordered) or len(values) <= 2  # with two values both kinds move alike
+        self.directions = ("+1", "-1") if self.ordered else tuple(f"={value}" for value in values)
+        # Unordered values are one-hot, so the Q-network sees no false order between them.
+        self.encoding_length = 1 if self.ordered else len(values)
         self._freeze()
 
     def move(self, index, direction):
-        """The next or previous alternative; None past either end, since order has no wrap."""
+        """Ordered: the next or previous value (None past either end: order has no wrap).
+        Unordered: the direction's value (None where the point already has it)."""
         index = self._checked_index(index)
-        step = 1 if self._checked_direction(direction) == 0 else -1
-        target = index + step
+        direction = self._checked_direction(direction)
+        if not self.ordered:
+            return direction if direction != index else None
+        target = index + (1 if direction == 0 else -1)
         return target if 0 <= target < self.num_values else None
 
     def encode(self, index):
-        """Position along the list, scaled to [0, 1]."""
+        """Ordered: position along the list, scaled to [0, 1]; unordered: one-hot."""
         index = self._checked_index(index)
+        if not self.ordered:
+            return tuple(1.0 if position == index else 0.0 for position in range(self.num_values))
         if self.num_values == 1:
             return (0.0,)
         return (index / (self.num_values - 1),)
+
+    def to_dict(self):
+        return {**super().to_dict(), "ordered": self.ordered}

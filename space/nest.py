@@ -40,7 +40,7 @@ def attach_knob(info, node, allow_at, inline_guarded=True):
     if node.name in info.outputs:
         return None
     values = attach_values(node, allow_at, inline_guarded)
-    return ChoiceKnob(knob_name(node, "attach"), "attach", values) if len(values) > 1 else None
+    return ChoiceKnob(knob_name(node, "attach"), "attach", values, ordered=False) if len(values) > 1 else None
 
 
 def split_knobs(node, loops, parts, caps_of=None, floors_of=None):

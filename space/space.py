@@ -1,7 +1,8 @@
 """A schedule space: a product of knobs whose every point is a legal schedule.
 
 A point is a tuple of value indices, one per knob. Each move changes one knob along one of
-its directions (a split's (i, j) rearrangement pair, or ±1 for other knobs), and directions
+its directions (a split's (i, j) rearrangement pair, ±1 for an ordered choice, any other value
+for an unordered one), and directions
 have a stable global index, which the Q-network's outputs follow.
 """
 

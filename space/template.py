@@ -118,9 +118,9 @@ class _DeclaringConfig:
         knob = SplitKnob(name, extent, parts, caps=caps, floors=floors, guarded=guarded)
         return self._declare(knob)
 
-    def choice(self, name, values, kind="choice"):
-        """One of `values` (ordered: the search steps between neighbours)."""
-        return self._declare(ChoiceKnob(name, kind, tuple(values)))
+    def choice(self, name, values, kind="choice", ordered=True):
+        """One of `values`; ordered: the search steps between neighbours, else to any other value."""
+        return self._declare(ChoiceKnob(name, kind, tuple(values), ordered=ordered))
 
     def _declare(self, knob):
         if any(existing.name == knob.name for existing in self.knobs):
@@ -140,7 +140,7 @@ class _PointConfig:
     def split(self, name, extent, parts, caps=None, floors=None, guarded=False):
         return self._value(name)
 
-    def choice(self, name, values, kind="choice"):
+    def choice(self, name, values, kind="choice", ordered=True):
         return self._value(name)
 
     def _value(self, name):

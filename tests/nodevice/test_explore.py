@@ -4,6 +4,7 @@ records and resume, warm-up failures, and the tune/best command line (no compila
 import io
 import json
 import math
+import statistics
 import subprocess
 import sys
 
@@ -160,9 +161,11 @@ def test_random_search_proposes_no_moves():
 
 
 def test_q_method_climbs_the_fake_landscape_better_than_its_warm_up():
-    result, _ = tune(trials=120, seed=1)
-    warm_up_best = max(e.gflops for e in result.history.entries[:4])
-    assert result.gflops > 1.2 * warm_up_best
+    gains = []
+    for seed in range(5):   # one walk's gain depends on its seed (1.0 to 1.9 over eight seeds)
+        result, _ = tune(trials=120, seed=seed)
+        gains.append(result.gflops / max(e.gflops for e in result.history.entries[:4]))
+    assert statistics.median(gains) > 1.2
 
 
 def test_an_unknown_method_names_the_known_ones():
@@ -279,6 +282,22 @@ def test_resume_ignores_records_of_another_task(tmp_path):
     tune(get_task("GMM", 32, 32, 32), trials=5, log=str(log))
     history = resumed_history(log, GMM, get_target("llvm"), space_of(GMM))
     assert len(history) == 0
+
+
+def test_resume_keeps_only_moves_this_space_has(tmp_path):
+    log = tmp_path / "run.jsonl"
+    tune(trials=12, log=str(log), seed=3)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    records = [line for line in lines if "result" in line]   # the file also holds claim lines
+    moved = [n for n, record in enumerate(records) if record["origin"]]
+    renamed, out_of_range = moved[:2]
+    records[renamed]["origin"]["direction_name"] = "O.split.i(9, 9)"   # a move of another revision
+    records[out_of_range]["origin"]["direction"] = 10_000
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    history = resumed_history(log, GMM, get_target("llvm"), space_of(GMM))
+    origins = [entry.origin for entry in history]
+    assert len(history) == 12 and origins[renamed] is None and origins[out_of_range] is None
+    assert all(origins[n] is not None for n in moved[2:]) and len(moved) > 2
 
 
 def test_resume_needs_a_log():

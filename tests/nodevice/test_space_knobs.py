@@ -282,7 +282,21 @@ def test_choice_knob_ends_and_encoding():
     single = ChoiceKnob("flag", "vectorize", ["on"])
     assert single.encode(0) == (0.0,) and single.neighbours(0) == []
     assert knob.to_dict() == {"name": "order", "kind": "reorder", "num_values": 3,
-                              "num_directions": 2}
+                              "num_directions": 2, "ordered": True}
+
+
+def test_unordered_choice_moves_to_any_other_value_in_one_step():
+    knob = ChoiceKnob("O.pack.A", "cache_read", ("none", "R0", "S1", "S2"), ordered=False)
+    assert knob.directions == ("=none", "=R0", "=S1", "=S2")
+    assert knob.neighbours(3) == [0, 1, 2]       # from S2 straight to none, not through S1 and R0
+    assert knob.move(1, 1) is None               # a move to the value it has leads nowhere
+    assert knob.encoding_length == 4 and knob.encode(2) == (0.0, 0.0, 1.0, 0.0)
+    assert knob.to_dict()["ordered"] is False
+
+
+def test_a_two_valued_choice_moves_alike_either_way():
+    knob = ChoiceKnob("O.accumulate", "cache_write", ("memory", "registers"), ordered=False)
+    assert knob.ordered and knob.directions == ("+1", "-1") and knob.encoding_length == 1
 
 
 @pytest.mark.parametrize("values, fragment", [([], "empty"), ([1, 2, 1], "repeated"),
