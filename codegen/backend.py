@@ -55,6 +55,12 @@ class Backend(ABC):
         """What compile() makes, as a picklable value (the isolated build compiles in a worker)."""
         return self.compile(func, target)
 
+    def compile_artifact_with_report(self, func, target):
+        """(compile_artifact()'s result, a CompileReport); back ends that know their phases split the time."""
+        started = time.perf_counter()
+        artifact = self.compile_artifact(func, target)
+        return artifact, CompileReport(optimize_seconds=time.perf_counter() - started)
+
     def load_artifact(self, artifact, target):
         """The runnable object compile() would have made, from what compile_artifact() made."""
         return artifact

@@ -19,13 +19,14 @@ class MeasureEvaluator(Evaluator):
     isolated worker (the CPU here, or a GPU through cupy). A task whose reference outputs cannot
     be computed in the worker's time or memory is an ExplorationError at its first evaluation.
     A candidate whose checked run takes slow_factor times the task's best so far is timed by that
-    run alone (codegen.measure.Measurer); math.inf times every candidate in full."""
+    run alone (codegen.measure.Measurer); math.inf times every candidate in full. With builders > 1,
+    a search's points come in batches of two per builder, built side by side and then timed one by one."""
 
     name = "measure"
 
     def __init__(self, target="llvm", timeout_s=60.0, warmup=1, repeats=3, min_run_seconds=0.01, seed=0,
                  memory_limit_bytes=None, runner=None, slow_run_seconds=math.inf, reference_timeout_s=None,
-                 slow_factor=DEFAULT_SLOW_FACTOR):
+                 slow_factor=DEFAULT_SLOW_FACTOR, builders=1):
         from .measure import DEFAULT_REFERENCE_TIMEOUT_S, DEFAULT_RUNNER, Measurer
 
         self.target = get_target(target)
@@ -35,7 +36,9 @@ class MeasureEvaluator(Evaluator):
                                   memory_limit_bytes=memory_limit_bytes, runner=runner or DEFAULT_RUNNER,
                                   slow_run_seconds=slow_run_seconds, kinds=(self.target.kind,),
                                   reference_timeout_s=reference_timeout_s or DEFAULT_REFERENCE_TIMEOUT_S,
-                                  slow_factor=slow_factor)
+                                  slow_factor=slow_factor, builders=builders)
+        # Two per builder: a builder's second candidate builds while the other builders finish their first.
+        self.batch_size = 2 * self._measurer.builders if self._measurer.builders > 1 else 1
 
     def check(self, task):
         """Refuse, before any candidate, a target this host cannot run or a task too large to check here."""
@@ -71,11 +74,13 @@ class MeasureEvaluator(Evaluator):
 
 
 class CpuEvaluator(MeasureEvaluator):
-    """Measurement on this CPU (the host, or `llvm` with fewer features than the host has)."""
+    """Measurement on this CPU (the host, or `llvm` with fewer features than the host has); by default
+    a batch's candidates are built side by side, one builder per core this process may use."""
 
     name = "cpu"
 
     def __init__(self, target="llvm", **options):
+        options.setdefault("builders", usable_cores())
         super().__init__(target, **options)
 
 
@@ -153,6 +158,11 @@ class CpuModelEvaluator(Evaluator):
 
     def close(self):
         self._worker.close()
+
+
+def usable_cores():
+    """The cores this process may run on."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def checking_bytes(task):

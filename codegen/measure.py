@@ -2,7 +2,10 @@
 
 Every candidate runs in one persistent worker process (codegen.worker), one candidate at a time
 (two at once would disturb each other's timings; so would building the next candidate while one is
-timed, since kernels run on every core: a build beside them made YOLO kernels time 1.56x slower). A
+timed, since kernels run on every core: a build beside them made YOLO kernels time 1.56x slower).
+A batch of candidates can first be built side by side, one builder process per core (`builders`),
+and then checked and timed one by one with every core idle again: LLVM's optimisation is most of
+a candidate's time, and it is single-threaded. A
 candidate that hangs is killed after timeout_s and one that crashes the worker (a segfault in
 generated code, an abort in LLVM) is reported as such; either way the next candidate gets a fresh
 worker, so one bad candidate never stops a sweep. The worker runs under an address-space limit, so
@@ -37,6 +40,8 @@ from .worker import Worker, WorkerFailure, describe_exception, load_function, on
 
 STATUSES = ("ok", "build_error", "runtime_error", "wrong_answer", "timeout", "crash")
 DEFAULT_RUNNER = "codegen.measure:run_candidate"
+BUILDER = "codegen.measure:build_candidate"         # a builder's half of a candidate built side by side
+PREBUILT_RUNNER = "codegen.measure:run_prebuilt"    # and the measurement worker's half
 DEFAULT_REFERENCE_WRITER = "codegen.measure:write_reference"
 # The numpy reference of a large task can take minutes; it runs once, so it gets far longer than a candidate.
 DEFAULT_REFERENCE_TIMEOUT_S = 600.0
@@ -189,13 +194,14 @@ class Measurer:
     def __init__(self, timeout_s=60.0, warmup=1, repeats=5, min_run_seconds=0.01, seed=0,
                  memory_limit_bytes=None, runner=DEFAULT_RUNNER, slow_run_seconds=math.inf, kinds=("cpu",),
                  reference_timeout_s=DEFAULT_REFERENCE_TIMEOUT_S, reference_writer=DEFAULT_REFERENCE_WRITER,
-                 slow_factor=math.inf):
+                 slow_factor=math.inf, builders=1, builder=BUILDER):
         if timeout_s <= 0 or reference_timeout_s <= 0 or warmup < 0 or repeats < 1 or min_run_seconds < 0 \
                 or not slow_factor >= 1:
             raise ValueError("need timeout_s > 0, reference_timeout_s > 0, warmup >= 0, repeats >= 1, "
                              "min_run_seconds >= 0 and slow_factor >= 1")
         load_function(runner)  # a misspelt runner fails here, not once per candidate
         load_function(reference_writer)
+        load_function(builder)
         self.timeout_s = float(timeout_s)
         self.reference_timeout_s = float(reference_timeout_s)
         self.runner = runner
@@ -205,6 +211,11 @@ class Measurer:
         self._fastest = {}           # (task, target) -> the fastest seconds measured so far
         # The worker starts on the first candidate, so creating a Measurer costs nothing.
         self._worker = Worker(memory_limit_bytes, kinds, name="flexsched-measure")
+        # Processes that build a batch's candidates side by side with `builder` (only for the default
+        # runner: a custom runner builds its own); each starts on its first candidate.
+        self.builder = builder
+        self._builders = [Worker(memory_limit_bytes, kinds, name=f"flexsched-build-{number}")
+                          for number in range(int(builders))] if runner == DEFAULT_RUNNER and builders > 1 else []
         self._reference_dir = None   # a TemporaryDirectory, made for the first reference
         self._filed = set()          # reference files written by this Measurer's workers
 
@@ -232,13 +243,56 @@ class Measurer:
         """The folder holding the reference files (None before the first candidate, after close())."""
         return self._reference_dir.name if self._reference_dir else None
 
-    def measure(self, inputs):
-        """One MeasureResult per input, in order, measured one after another; ReferenceFailure if a
-        task's reference outputs cannot be computed."""
-        return [self.measure_one(measure_input) for measure_input in inputs]
+    @property
+    def builders(self):
+        """How many candidates of a batch are built at once (1: each is built where it is timed)."""
+        return max(1, len(self._builders))
 
-    def measure_one(self, measure_input):
-        """Send one candidate to the worker and wait at most timeout_s for its result."""
+    def measure(self, inputs):
+        """One MeasureResult per input, in order, measured one after another (built side by side
+        first, with builders); ReferenceFailure if a task's reference outputs cannot be computed."""
+        if len(inputs) < 2 or not self._builders:
+            return [self.measure_one(measure_input) for measure_input in inputs]
+        built = self._build_side_by_side(inputs)
+        return [self._measure_built(measure_input, build) for measure_input, build in zip(inputs, built)]
+
+    def _build_side_by_side(self, inputs):
+        """Per input, (what build_candidate answered or a failed MeasureResult, wall seconds): the
+        builders take the inputs in turn, all at once."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        def build_share(builder, share):
+            built = []
+            for measure_input in share:
+                started = time.perf_counter()
+                try:
+                    answer = builder.call(self.builder, (measure_input,), self.timeout_s)
+                except WorkerFailure as failure:
+                    answer = MeasureResult.failure(_FAILURE_STATUS[failure.status], failure.reason)
+                built.append((answer, time.perf_counter() - started))
+            return built
+
+        count = len(self._builders)
+        shares = [inputs[first::count] for first in range(count)]
+        # Threads only wait on the builders' pipes, so the GIL does not serialise the builds.
+        with ThreadPoolExecutor(max_workers=count) as pool:
+            done = list(pool.map(build_share, self._builders, shares))
+        return [done[index % count][index // count] for index in range(len(inputs))]
+
+    def _measure_built(self, measure_input, build):
+        """The MeasureResult of a candidate a builder built (or failed to build)."""
+        answer, build_seconds = build
+        if isinstance(answer, MeasureResult):
+            return replace(answer, compile_seconds=build_seconds, wall_seconds=build_seconds)
+        if isinstance(answer, dict):   # the build raised: build_candidate's failure result
+            return replace(result_from_runner(answer), wall_seconds=build_seconds)
+        lowered, artifact, phases = answer
+        return self.measure_one(measure_input, runner=PREBUILT_RUNNER, extra=(lowered, artifact, phases),
+                                already=build_seconds)
+
+    def measure_one(self, measure_input, runner=None, extra=(), already=0.0):
+        """Send one candidate to the worker and wait at most timeout_s for its result (runner: what
+        the worker runs, with `extra` arguments; already: seconds spent on it before)."""
         settings = self._settings_with_reference(measure_input)
         workload = (measure_input.task_ref_json, measure_input.target_json)
         fastest = self._fastest.get(workload, math.inf)
@@ -246,14 +300,14 @@ class Measurer:
             settings = replace(settings, slow_run_seconds=min(settings.slow_run_seconds, self.slow_factor * fastest))
         started = time.perf_counter()
         try:
-            payload = self._worker.call(self.runner, (measure_input, settings), self.timeout_s)
+            payload = self._worker.call(runner or self.runner, (measure_input, settings, *extra), self.timeout_s)
         except WorkerFailure as failure:
             result = MeasureResult.failure(_FAILURE_STATUS[failure.status], failure.reason)
         else:
             result = result_from_runner(payload)
         if result.ok and result.seconds < fastest:
             self._fastest[workload] = result.seconds
-        return replace(result, wall_seconds=time.perf_counter() - started)
+        return replace(result, wall_seconds=already + time.perf_counter() - started)
 
     def _settings_with_reference(self, measure_input):
         """The settings to send with this candidate, once its task's reference is on file."""
@@ -283,8 +337,10 @@ class Measurer:
         return f"{what} could not be computed: {failure.reason}{cap}"
 
     def close(self):
-        """Stop the worker and delete the reference files; a later measure() starts afresh."""
+        """Stop the workers and delete the reference files; a later measure() starts afresh."""
         self._worker.close()
+        for builder in self._builders:
+            builder.close()
         directory, self._reference_dir = self._reference_dir, None
         self._filed.clear()
         if directory is not None:
@@ -320,6 +376,47 @@ def run_candidate(measure_input, settings):
     compile_seconds = time.perf_counter() - started
     path = reference_file(settings, measure_input.task_ref_json)
     return check_and_time(task, kernel, settings, compile_seconds, path).to_dict()
+
+
+def build_candidate(measure_input):
+    """(Lowered, the back end's artifact, build phases) of a candidate, or a build_error result dict:
+    a builder's half of a candidate built side by side with others."""
+    from codegen.backend import backend_for
+    from codegen.kernel import lower_for
+
+    started = time.perf_counter()
+    try:
+        target = measure_input.target
+        _, lowered = lower_for(measure_input.task, measure_input.schedule_json, target)
+        lower_seconds = time.perf_counter() - started
+        artifact, report = backend_for(target).compile_artifact_with_report(lowered.func, target)
+    except Exception as err:  # noqa: BLE001
+        return MeasureResult.failure("build_error", describe_exception(err), time.perf_counter() - started).to_dict()
+    return lowered, artifact, {"lower_seconds": lower_seconds, "report": report,
+                               "build_seconds": time.perf_counter() - started}
+
+
+def run_prebuilt(measure_input, settings, lowered, artifact, phases):
+    """Load a candidate a builder built, then check and time it as run_candidate does."""
+    from codegen.backend import backend_for
+    from codegen.kernel import Kernel
+    from flexsched.schedule import Schedule
+
+    started = time.perf_counter()
+    try:
+        task, target = measure_input.task, measure_input.target
+        backend = backend_for(target)
+        kernel = Kernel(task, Schedule.from_json(measure_input.schedule_json), lowered,
+                        backend.load_artifact(artifact, target), target, backend)
+    except Exception as err:  # noqa: BLE001
+        return MeasureResult.failure("build_error", describe_exception(err),
+                                     phases["build_seconds"] + time.perf_counter() - started).to_dict()
+    loading = time.perf_counter() - started
+    report = phases["report"]
+    kernel.lower_seconds = phases["lower_seconds"]
+    kernel.compile_report = replace(report, machine_code_seconds=report.machine_code_seconds + loading)
+    path = reference_file(settings, measure_input.task_ref_json)
+    return check_and_time(task, kernel, settings, phases["build_seconds"] + loading, path).to_dict()
 
 
 def check_and_time(task, kernel, settings, compile_seconds, reference_path=""):

@@ -128,9 +128,11 @@ class Search:
             return entries + measure([proposal for proposal, verdict in zip(chunk, verdicts) if verdict is EVALUATE])
 
         def evaluate(proposals):
-            entries = []
-            for begin in range(0, len(proposals), batch):
-                chunk = proposals[begin:begin + batch]
+            entries, begin = [], 0
+            while begin < len(proposals):
+                # A batch never runs past the trial budget (a warm-up without a success may: one at a time).
+                chunk = proposals[begin:begin + max(1, min(batch, trials - len(history)))]
+                begin += len(chunk)
                 if self.shared is None:
                     entries += measure(chunk)
                 else:

@@ -1,6 +1,6 @@
 """Runners that misbehave on purpose, for testing the measurement harness.
 
-Each wraps codegen.measure.run_candidate (or write_reference) and misbehaves only for a
+Each wraps codegen.measure.run_candidate (or write_reference, or build_candidate) and misbehaves only for a
 marked candidate, a GMM task with M == 13, so a sweep can mix good and bad candidates. The
 worker imports this module by name ("measure_faults:crash_runner"), which works because the
 worker gets the parent's sys.path and pytest puts this directory on it.
@@ -13,7 +13,7 @@ import time
 import numpy as np
 
 from codegen.kernel import Kernel
-from codegen.measure import run_candidate, write_reference
+from codegen.measure import build_candidate, run_candidate, write_reference
 
 MARKED_M = 13
 
@@ -99,3 +99,17 @@ def spoil_back_ends():
 
     codegen.worker._backends_healthy = lambda: False
     return os.getpid()
+
+
+def crash_builder(measure_input):
+    """Segfault a builder, as an LLVM abort on a marked candidate's module would."""
+    if is_marked(measure_input):
+        os.kill(os.getpid(), signal.SIGSEGV)
+    return build_candidate(measure_input)
+
+
+def hang_builder(measure_input):
+    """Never finish building a marked candidate."""
+    while is_marked(measure_input):
+        time.sleep(3600)
+    return build_candidate(measure_input)

@@ -103,6 +103,39 @@ def test_a_result_says_where_its_time_went(measurer):
     assert again.kernel_cache == "memory" and again.optimize_seconds == again.machine_code_seconds == 0.0
 
 
+def test_candidates_built_side_by_side_measure_as_one_by_one(measurer):
+    bad = MeasureInput(GOOD_TASK, Schedule((Split("O", "i", (3, 4)),)).to_json())
+    batch = [naive(GOOD_TASK), bad, split(GOOD_TASK), naive(get_task("GMM", 16, 32, 8)), naive(GOOD_TASK)]
+    with Measurer(timeout_s=60, builders=2, **SETTINGS) as side_by_side:
+        assert side_by_side.builders == 2
+        built = side_by_side.measure(batch)
+    alone = measurer.measure(batch)
+    assert [r.status for r in built] == [r.status for r in alone] == ["ok", "build_error", "ok", "ok", "ok"]
+    assert_failed(built[1], "build_error", "ScheduleError", "step 1", "split")
+    for result in built[:1] + built[2:]:
+        assert_ok(result)
+        assert result.lower_seconds > 0 and result.emit_seconds > 0 and result.check_seconds > 0
+        assert result.compile_seconds + result.check_seconds + result.timing_seconds <= result.wall_seconds
+
+
+@pytest.mark.parametrize("builder, status, phrase", [("measure_faults:crash_builder", "crash", "SIGSEGV"),
+                                                     ("measure_faults:hang_builder", "timeout", "killed after 3.0 s")])
+def test_a_builder_that_crashes_or_hangs_fails_only_its_candidate(builder, status, phrase):
+    with Measurer(timeout_s=3, builders=2, builder=builder, **SETTINGS) as side_by_side:
+        good, marked, after = side_by_side.measure([naive(GOOD_TASK), split(MARKED_TASK), split(GOOD_TASK)])
+        again = side_by_side.measure([naive(MARKED_TASK), naive(GOOD_TASK)])
+    assert_ok(good)
+    assert_ok(after)
+    assert_failed(marked, status, phrase)
+    assert_failed(again[0], status, phrase)
+    assert_ok(again[1])
+
+
+def test_a_custom_runner_builds_its_own_candidates():
+    with Measurer(timeout_s=60, builders=2, runner="measure_faults:wrong_runner", **SETTINGS) as custom:
+        assert custom.builders == 1
+
+
 def test_a_failure_keeps_the_phases_it_went_through():
     with Measurer(timeout_s=60, runner="measure_faults:wrong_runner", **SETTINGS) as wrong:
         (result,) = wrong.measure([split(MARKED_TASK)])

@@ -62,6 +62,19 @@ def test_optimize_returns_a_checked_kernel_and_its_history(monkeypatch):
     check_kernel(task, result.kernel)
 
 
+def test_a_search_builds_its_batches_side_by_side_on_every_core(monkeypatch):
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    task = get_task("GMM", 24, 16, 32)
+    with CpuEvaluator(**FAST) as evaluator:
+        assert evaluator.batch_size == 6   # two candidates per builder, one builder per usable core
+        result = flexsched.optimize(task, trials=8, method="q", evaluator=evaluator, seed=2)
+    with CpuEvaluator(builders=1, **FAST) as one_by_one:
+        assert one_by_one.batch_size == 1
+    assert result.trials == 8 and result.history.num_ok == 8
+    assert all(entry.evaluation.details["emit_seconds"] > 0 for entry in result.history)
+    check_kernel(task, result.kernel)
+
+
 def test_a_task_too_large_to_check_stops_before_the_search_writes_anything(tmp_path):
     log = tmp_path / "big.jsonl"
     with pytest.raises(ExplorationError) as caught:
