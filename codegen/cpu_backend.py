@@ -261,21 +261,18 @@ def compile_with_report(func: PrimFunc, opt_level=3, legalised=False, target=Non
         compiled = _cache.get(key)
         if compiled is not None:
             return compiled, CompileReport(emit_seconds, cached="memory")
-        reading = time.perf_counter()
-        code = _stored_machine_code(func, text, opt_level, builder, machine)
-        if code is not None:
-            try:
-                compiled = _cache[key] = CompiledFunc(code)
-                return compiled, CompileReport(emit_seconds, 0.0, time.perf_counter() - reading, "disk")
-            except Exception:  # noqa: BLE001 - an entry this LLVM cannot load is rebuilt below
-                pass
-        timings = {}
-        code = generate_machine_code(func, text, opt_level, builder.segments, builder.fallbacks, machine, timings)
-        _store_machine_code(code, opt_level)
+        code, report = _stored_or_generated(func, text, opt_level, builder, machine, emit_seconds)
         loading = time.perf_counter()
-        compiled = _cache[key] = CompiledFunc(code)
-        load_seconds = time.perf_counter() - loading
-    return compiled, CompileReport(emit_seconds, timings["optimize"], timings["object"] + load_seconds)
+        try:
+            compiled = CompiledFunc(code)
+        except Exception:  # noqa: BLE001 - an entry this LLVM cannot load is rebuilt
+            if not report.cached:
+                raise
+            code, report = _stored_or_generated(func, text, opt_level, builder, machine, emit_seconds, stored=False)
+            loading = time.perf_counter()
+            compiled = CompiledFunc(code)
+        _cache[key] = compiled
+    return compiled, replace(report, machine_code_seconds=report.machine_code_seconds + time.perf_counter() - loading)
 
 
 def machine_code(func: PrimFunc, opt_level=3, legalised=False, target=None) -> MachineCode:
@@ -288,9 +285,14 @@ def machine_code_with_report(func: PrimFunc, opt_level=3, legalised=False, targe
     started = time.perf_counter()
     machine = machine_of(target)
     text, builder, func = _module_text(func, opt_level, legalised, machine)
-    emit_seconds = time.perf_counter() - started
+    return _stored_or_generated(func, text, opt_level, builder, machine, time.perf_counter() - started)
+
+
+def _stored_or_generated(func, text, opt_level, builder, machine, emit_seconds, stored=True):
+    """(MachineCode of a module's text, its CompileReport): from the kernel cache on disk if it holds
+    it (and `stored`), else optimised, generated and put there."""
     reading = time.perf_counter()
-    code = _stored_machine_code(func, text, opt_level, builder, machine)
+    code = _stored_machine_code(func, text, opt_level, builder, machine) if stored else None
     if code is not None:
         return code, CompileReport(emit_seconds, 0.0, time.perf_counter() - reading, "disk")
     timings = {}

@@ -80,7 +80,9 @@ class CpuEvaluator(MeasureEvaluator):
     name = "cpu"
 
     def __init__(self, target="llvm", **options):
-        options.setdefault("builders", usable_cores())
+        from .runtime import core_count
+
+        options.setdefault("builders", core_count())
         super().__init__(target, **options)
 
 
@@ -158,11 +160,6 @@ class CpuModelEvaluator(Evaluator):
 
     def close(self):
         self._worker.close()
-
-
-def usable_cores():
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
 def checking_bytes(task):

@@ -89,7 +89,7 @@ def knobs(info, target):
             result += split_knobs(node, node.reduce, REDUCE_LEVELS)
             if split_loops(node.reduce):
                 result.append(ChoiceKnob(knob_name(node, "order"), "reorder", tuple(range(len(LEVEL_ORDERS))),
-                                             ordered=False))
+                                     ordered=False))
         if node.reduce:
             result.append(ChoiceKnob(knob_name(node, "accumulate"), "cache_write", ACCUMULATE, ordered=False))
             axes = vector_axes(node, target)

@@ -77,7 +77,7 @@ def knobs(info, target):
         result += split_knobs(node, node.reduce, REDUCE_LEVELS, lambda loop: reduce_caps[loop.name])
         if split_loops(node.reduce):
             result.append(ChoiceKnob(knob_name(node, "order"), "reorder", tuple(range(len(LEVEL_ORDERS))),
-                                             ordered=False))
+                                     ordered=False))
         if node.reduce:
             result.append(ChoiceKnob(knob_name(node, "cache"), "cache_shared", (1, 0)))
         result.append(ChoiceKnob(knob_name(node, "unroll"), "unroll", UNROLL_LIMITS))
