@@ -123,34 +123,51 @@ class GpuModelEvaluator(Evaluator):
 class CpuModelEvaluator(Evaluator):
     """Predicts each point's time on a CPU with the static model (codegen.cpu_model): the kernel
     lowered and compiled to assembly for the target's CPU, nothing run, so any CPU target can be
-    tuned here. The compiler runs in a worker process (codegen.worker), so a build that crashes
-    or hangs LLVM is a failed point, not a dead search."""
+    tuned here. The compiler runs in worker processes (codegen.worker), so a build that crashes
+    or hangs LLVM is a failed point, not a dead search. With workers > 1, a batch's points are
+    priced side by side, two per worker."""
 
     name = "cpu-model"
     judged_by = "modelled"
 
-    def __init__(self, target="llvm", timeout_s=120.0, memory_limit_bytes=None):
+    def __init__(self, target="llvm", timeout_s=120.0, memory_limit_bytes=None, workers=1):
         from .worker import Worker
 
         self.target = get_target(target)
         if self.target.kind != "cpu":
             raise ExplorationError(f"the CPU model prices CPU kernels, not {self.target.kind} ones ({self.target.name})")
+        if workers < 1:
+            raise ExplorationError(f"the CPU model needs at least one worker, got workers={workers}")
         self.timeout_s = timeout_s
-        # The worker starts on the first candidate, so creating an evaluator costs nothing.
-        self._worker = Worker(memory_limit_bytes, kinds=("cpu",), name="flexsched-cpu-model")
+        # Workers start on their first candidate, so creating an evaluator costs nothing.
+        self._workers = [Worker(memory_limit_bytes, kinds=("cpu",), name="flexsched-cpu-model") for _ in range(workers)]
+        self.batch_size = 2 * workers if workers > 1 else 1
 
     def evaluate(self, task, space, points):
-        return [self.estimate(task, space.schedule(point)) for point in points]
+        schedules = [space.schedule(point) for point in points]
+        if len(self._workers) == 1 or len(schedules) < 2:
+            return [self.estimate(task, schedule) for schedule in schedules]
+        from concurrent.futures import ThreadPoolExecutor
+
+        # Each worker prices every len(workers)-th schedule; LLVM's -O3 is single-threaded.
+        shares = [schedules[first::len(self._workers)] for first in range(len(self._workers))]
+        with ThreadPoolExecutor(len(self._workers)) as pool:
+            priced = list(pool.map(lambda pair: [self._estimate_on(pair[0], task, s) for s in pair[1]],
+                                   zip(self._workers, shares)))
+        return [priced[index % len(self._workers)][index // len(self._workers)] for index in range(len(schedules))]
 
     def estimate(self, task, schedule):
         """The Evaluation of one schedule (a Schedule or its JSON): the predicted seconds and the
         model's figures, or the failure to lower or compile it."""
+        return self._estimate_on(self._workers[0], task, schedule)
+
+    def _estimate_on(self, worker, task, schedule):
         from .worker import WorkerFailure
 
         text = schedule if isinstance(schedule, str) else schedule.to_json()
         try:
-            predicted = self._worker.call("codegen.cpu_model:estimate_in_worker", (task, text, self.target.to_dict()),
-                                          self.timeout_s)
+            predicted = worker.call("codegen.cpu_model:estimate_in_worker", (task, text, self.target.to_dict()),
+                                    self.timeout_s)
         except WorkerFailure as failure:
             status = failure.status if failure.status in ("timeout", "crash") else "build_error"
             if failure.reason.startswith("ModelError"):
@@ -159,7 +176,8 @@ class CpuModelEvaluator(Evaluator):
         return Evaluation("ok", predicted["seconds"], "", predicted)
 
     def close(self):
-        self._worker.close()
+        for worker in self._workers:
+            worker.close()
 
 
 def checking_bytes(task):

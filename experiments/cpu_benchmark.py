@@ -70,7 +70,7 @@ def run_case(name, task, args, evaluator):
     target = get_target("llvm")
     start = time.perf_counter()
     result = optimize(task, target, trials=args.trials, method=args.method, seed=args.seed, evaluator=evaluator,
-                      finalists=args.finalists)
+                      finalists=args.finalists, start_pool=args.start_pool)
     search_seconds = time.perf_counter() - start
     entries = result.history.entries
     failures = {}
@@ -94,6 +94,7 @@ def run_case(name, task, args, evaluator):
     return {
         "case": name, "task": str(task), "method": args.method, "trials": len(entries), "ok": result.history.num_ok,
         "failures": failures, "search_seconds": search_seconds, "candidates_per_second": len(entries) / search_seconds,
+        "priced_starts": result.priced_starts,
         "compile_seconds_mean": statistics.mean(compiles) if compiles else 0.0,
         "search_loop_seconds": search_loop_seconds, "search_candidates_per_second": len(entries) / search_loop_seconds,
         "phase_seconds_median": {phase: statistics.median(d.get(f"{phase}_seconds", 0.0) for d in measured)
@@ -143,6 +144,9 @@ def main():
                         help="the search's fastest few, timed again side by side to pick the best")
     parser.add_argument("--method", default="random", choices=("random", "q", "p"),
                         help="random: distinct random points; q/p: explore's Q- or P-method")
+    parser.add_argument("--start-pool", type=int, default=0, metavar="N",
+                        help="q/p: price N random points with the static CPU model and start from its best "
+                             "(0: random starts)")
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--slow-run", type=float, default=0.5,
                         help="candidates slower than this per run are timed once (they cannot win)")

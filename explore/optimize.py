@@ -54,6 +54,7 @@ class TuneResult:
     judged_by: str = "measured"   # how the evaluator judged points ("measured" or "modelled")
     screened_out: int = 0         # proposals a cost model ranked out, never evaluated
     cost_model: Any = None        # the explore.cost_model.CostModel that screened, trained on this search
+    priced_starts: int = 0        # random points the target's static model priced to pick the first starts
 
     @property
     def gbps(self):
@@ -140,7 +141,7 @@ def space_for(task, target, space=None, info=None):
 def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False, seed=0, evaluator=None,
              starts=4, gamma=DEFAULT_GAMMA, early_stopping=None, min_improvement=0.01, build_kernel=True, progress=None,
              evaluator_options=None, space=None, finalists=0, cost_model=None, screen_ratio=None, ray=None,
-             **method_options):
+             start_pool=0, **method_options):
     """Search the schedule space of `task` on `target`; a TuneResult with the best point found.
 
     task: a Task, (name, *args) of a registered task, or the output tensor(s) of a computation. method: "q" (Q-network directions), "p" (every direction)
@@ -156,7 +157,9 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     and the model's best-ranked are evaluated (explore.guided); None: every proposal is evaluated.    ray: measure
     the candidates on a Ray cluster (True: a local one, "ADDRESS", or an explore.ray_cluster.Cluster),
     each by the target kind's evaluator on the node that runs it (explore.ray_evaluator); the records,
-    the finalists and the kernel stay here.
+    the finalists and the kernel stay here. start_pool: price this many random points with the target
+    kind's static model (one worker per core) and measure its best-ranked first, as the search's
+    first starts (explore.search); 0: the first starts are random.
     """
     task = _task_of(task)
     target = get_target(target)
@@ -177,10 +180,13 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
         evaluator = RayEvaluator(target, ray, evaluator, **(evaluator_options or {}))
     elif own_evaluator:
         evaluator = evaluator_for(target, evaluator, **(evaluator_options or {}))
+    start_screen = None
     try:  # every refusal comes before the record file is written to
         if hasattr(evaluator, "check"):
             evaluator.check(task)
         judged_by = getattr(evaluator, "judged_by", "measured")
+        if start_pool:
+            start_screen = _start_screen(target, judged_by, start_pool)
         logger.debug("tuning %s on %s: %s space of %d points, method %s, evaluator %s", task, target.name,
                      space.name, space.size, method, getattr(evaluator, "name", type(evaluator).__name__))
         history, report = History(space.info.flops, space.info.compulsory_bytes), None
@@ -194,6 +200,8 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     except BaseException:
         if own_evaluator:
             evaluator.close()
+        if start_screen is not None:
+            start_screen.close()
         raise
 
     def on_entry(entry):
@@ -211,17 +219,22 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
                 shared.close()
             if own_evaluator:
                 evaluator.close()
+            if start_screen is not None:
+                start_screen.close()
             raise
     try:
         search = Search(task, space, evaluator, method, seed=seed, starts=starts, gamma=gamma,
                         early_stopping=early_stopping, min_improvement=min_improvement, on_entry=on_entry,
-                        shared=shared, screen=screen, **method_options)
+                        shared=shared, screen=screen, start_screen=start_screen, start_pool=start_pool,
+                        **method_options)
         outcome = search.run(trials, history)
     finally:
         if shared:
             shared.close()
         if own_evaluator:
             evaluator.close()
+        if start_screen is not None:
+            start_screen.close()
 
     history = outcome.history
     best = history.best
@@ -243,4 +256,18 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
                       space.info.flops / seconds / 1e9 if retimed else best.gflops,
                       kernel, history, len(history), len(history) - outcome.resumed - outcome.reused,
                       outcome.stop_reason, outcome.reused, report, space, retimed, seed, judged_by,
-                      screen.screened_out if screen else 0, screen.model if screen else None)
+                      screen.screened_out if screen else 0, screen.model if screen else None, outcome.priced)
+
+
+def _start_screen(target, judged_by, start_pool):
+    """The target kind's static model, one worker per core, to rank start_pool random starts."""
+    from codegen.runtime import core_count
+
+    if start_pool < 0:
+        raise ExplorationError(f"start_pool must be 0 or more, got {start_pool}")
+    if judged_by != "measured":
+        raise ExplorationError("start_pool ranks random starts with the target's static model before they are "
+                               "measured; this search's evaluator is a model already, so there is nothing to screen")
+    if "model" not in plugins.evaluator_names(target.kind):
+        raise ExplorationError(f"start_pool needs a static model of {target.kind} targets, and none is registered")
+    return evaluator_for(target, "model", workers=core_count())

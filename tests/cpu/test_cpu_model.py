@@ -4,11 +4,13 @@ import io
 import json
 import platform
 
+import numpy as np
 import pytest
 
 import flexsched
 from codegen.cpu_model import estimate
 from codegen.evaluators import CpuModelEvaluator
+from explore.optimize import space_for
 from explore.records import load_records
 from flexsched.cli import main
 from flexsched.registry import get_task
@@ -70,6 +72,25 @@ def test_a_schedule_that_does_not_lower_is_a_failed_evaluation():
         ok = evaluator.estimate(get_task("GMM", 16, 16, 16), Schedule())
     assert failed.status == "build_error" and "nowhere" in failed.error
     assert ok.ok and ok.seconds > 0 and ok.details["segments"]
+
+
+def test_workers_price_side_by_side_in_the_callers_order():
+    task = get_task("GMM", 32, 32, 32)
+    space = space_for(task, get_target("llvm"))
+    rng = np.random.default_rng(4)
+    points = [space.random_point(rng) for _ in range(5)]
+    with CpuModelEvaluator("llvm") as one, CpuModelEvaluator("llvm", workers=2) as two:
+        assert one.batch_size == 1 and two.batch_size == 4
+        alone, side_by_side = one.evaluate(task, space, points), two.evaluate(task, space, points)
+    assert [e.status for e in alone] == [e.status for e in side_by_side]
+    assert [e.seconds for e in alone] == pytest.approx([e.seconds for e in side_by_side])
+
+
+def test_tune_starts_from_the_models_best_of_a_pool():
+    out = io.StringIO()
+    assert main(["-q", "tune", "GMM", "32", "32", "32", "--trials", "5", "--start-pool", "12", "--json"], out=out) == 0
+    assert "first starts: the static model's best of 12 random points" in out.getvalue()
+    assert json.loads(out.getvalue().splitlines()[-1])["trials"] == 5   # priced points are not trials
 
 
 def test_optimize_with_the_model_records_modelled_points(tmp_path):

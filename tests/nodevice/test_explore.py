@@ -209,6 +209,66 @@ def test_an_evaluator_that_fails_everything_says_why():
     assert "\n" not in message
 
 
+class PricingScreen(FakeEvaluator):
+    """A start screen that predicts the fake landscape's seconds and remembers what it priced."""
+
+    name = "fake-model"
+    judged_by = "modelled"
+
+    def __init__(self, price_nothing=False):
+        super().__init__(always_fail=price_nothing)
+        self.priced = []
+
+    def evaluate(self, task, space, points):
+        evaluations = super().evaluate(task, space, points)
+        self.priced.append(list(zip(points, evaluations)))
+        return evaluations
+
+
+def search_with_screen(screen, trials=10, start_pool=32):
+    from explore.search import Search
+
+    evaluator = FakeEvaluator()
+    search = Search(GMM, space_of(GMM), evaluator, "q", seed=0, starts=4, start_screen=screen, start_pool=start_pool)
+    return search.run(trials), evaluator
+
+
+def test_first_starts_are_the_screens_best_of_its_pool():
+    screen = PricingScreen()
+    outcome, evaluator = search_with_screen(screen)
+    assert len(screen.priced) == 1 and outcome.priced == len(screen.priced[0]) == 32
+    priced = [(evaluation.seconds, index, point) for index, (point, evaluation) in enumerate(screen.priced[0])
+              if evaluation.ok]
+    assert [entry.point for entry in outcome.history.entries[:4]] == [point for *_, point in sorted(priced)[:4]]
+    assert len(outcome.history) == 10 and len(evaluator.calls) == 10  # priced points are not trials
+
+
+def test_a_screen_that_prices_nothing_leaves_random_starts():
+    outcome, evaluator = search_with_screen(PricingScreen(price_nothing=True))
+    assert outcome.priced == 32 and outcome.history.num_ok > 0
+    assert len(evaluator.calls) == 10
+
+
+def test_resumed_points_are_not_screened_again(tmp_path):
+    log = tmp_path / "records.jsonl"
+    tune(trials=6, log=str(log))
+    screen = PricingScreen()
+    from explore.search import Search
+
+    history = resumed_history(str(log), GMM, get_target("llvm"), space_of(GMM))
+    outcome = Search(GMM, space_of(GMM), FakeEvaluator(), "q", start_screen=screen, start_pool=32).run(10, history)
+    assert screen.priced == [] and outcome.priced == 0
+
+
+def test_start_pool_needs_a_measuring_evaluator():
+    modelled = FakeEvaluator()
+    modelled.judged_by = "modelled"
+    with pytest.raises(ExplorationError, match="evaluator is a model already"):
+        tune(trials=5, evaluator=modelled, start_pool=16)
+    with pytest.raises(ExplorationError, match="start_pool must be 0 or more, got -1"):
+        tune(trials=5, start_pool=-1)
+
+
 # ---------------------------------------------------------------- records
 
 RECORD_KEYS = {"task", "target", "config", "result", "error", "time", "version", "method", "seed", "point",
