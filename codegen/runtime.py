@@ -13,9 +13,10 @@ is busy with another's; helpers still queued when its chunks are done are cancel
 from __future__ import annotations
 
 import itertools
-import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
+
+from flexsched.target import host_cores
 
 CHUNKS_PER_THREAD = 4
 
@@ -25,7 +26,7 @@ _pool_lock = threading.Lock()
 
 def core_count():
     """The cores this process may run on (affinity, not the machine's total)."""
-    return max(1, len(os.sched_getaffinity(0)))
+    return max(1, host_cores())
 
 
 def split_range(extent, parts):

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flexsched import plugins
-from flexsched.target import get_target
+from flexsched.target import get_target, host_cores
 
 from .claims import SharedRecords
 from .evaluator import ExplorationError, evaluator_for
@@ -261,8 +261,6 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
 
 def _start_screen(target, judged_by, start_pool):
     """The target kind's static model, one worker per core, to rank start_pool random starts."""
-    from codegen.runtime import core_count
-
     if start_pool < 0:
         raise ExplorationError(f"start_pool must be 0 or more, got {start_pool}")
     if judged_by != "measured":
@@ -270,4 +268,4 @@ def _start_screen(target, judged_by, start_pool):
                                "measured; this search's evaluator is a model already, so there is nothing to screen")
     if "model" not in plugins.evaluator_names(target.kind):
         raise ExplorationError(f"start_pool needs a static model of {target.kind} targets, and none is registered")
-    return evaluator_for(target, "model", workers=core_count())
+    return evaluator_for(target, "model", workers=host_cores())

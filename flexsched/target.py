@@ -65,7 +65,8 @@ LLVM_OPTIONS = ("-mcpu", "-mattr", "-num-cores")
 LLVM_TARGET_VARIABLE = "FLEXSCHED_LLVM_TARGET"
 
 
-def _host_cores():
+def host_cores():
+    """The cores this process may run on (its affinity, not the machine's total)."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
@@ -73,11 +74,11 @@ def cpu_target(text="llvm"):
     """A CPU target from a TVM-style string: "llvm" (this host) with -mcpu=NAME, -mattr=+F,-G, -num-cores=N."""
     # -mattr turns features on or off, from the host's when -mcpu is the host's or absent. The host
     # itself is named "llvm"; any other CPU by its canonical string.
-    return _cpu_target(" ".join(text.split()), _host_cores())
+    return _cpu_target(" ".join(text.split()), host_cores())
 
 
 @functools.lru_cache(maxsize=64)
-def _cpu_target(text, host_cores):
+def _cpu_target(text, cores_here):
     words = text.split()
     if not words or words[0] != "llvm":
         raise TargetError(f"target '{text}': a CPU target starts with 'llvm'")
@@ -94,7 +95,7 @@ def _cpu_target(text, host_cores):
         changes = cpus.parse(options.get("-mattr", ""))
     except cpus.FeatureError as err:
         raise TargetError(f"target '{text}': {err}") from None
-    cores = options.get("-num-cores", str(host_cores))
+    cores = options.get("-num-cores", str(cores_here))
     if not cores.isdigit() or int(cores) < 1:
         raise TargetError(f"target '{text}': -num-cores must be a whole number of at least 1, got '{cores}'")
     host_name, host_features = cpus.host()
@@ -105,7 +106,7 @@ def _cpu_target(text, host_cores):
     lanes, registers = cpus.vector_unit(cpu, cpus.parse(features))
     cores = int(cores)
     units = f"{cores} cores, {lanes} float32 lanes, {registers} vector registers"
-    if cpu == host_name and features == host_features and cores == host_cores:
+    if cpu == host_name and features == host_features and cores == cores_here:
         return Target("llvm", "cpu", f"host CPU ({units})", cores=cores, vector_lanes=lanes,
                       vector_registers=registers, cpu=cpu, features=features)
     name = " ".join(["llvm", f"-mcpu={cpu}", *([f"-mattr={cpus.canonical(changes)}"] if changes else []),
