@@ -13,6 +13,7 @@ moves). It does not promise the same points an uninterrupted run would have visi
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -180,13 +181,16 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
         evaluator = RayEvaluator(target, ray, evaluator, **(evaluator_options or {}))
     elif own_evaluator:
         evaluator = evaluator_for(target, evaluator, **(evaluator_options or {}))
-    start_screen = None
-    try:  # every refusal comes before the record file is written to
+    with contextlib.ExitStack() as cleanup:   # what this run opened is closed however it ends
+        if own_evaluator:
+            cleanup.callback(evaluator.close)
+        # Every refusal comes before the record file is written to.
         if hasattr(evaluator, "check"):
             evaluator.check(task)
         judged_by = getattr(evaluator, "judged_by", "measured")
-        if start_pool:
-            start_screen = _start_screen(target, judged_by, start_pool)
+        start_screen = _start_screen(target, judged_by, start_pool) if start_pool else None
+        if start_screen is not None:
+            cleanup.callback(start_screen.close)
         logger.debug("tuning %s on %s: %s space of %d points, method %s, evaluator %s", task, target.name,
                      space.name, space.size, method, getattr(evaluator, "name", type(evaluator).__name__))
         history, report = History(space.info.flops, space.info.compulsory_bytes), None
@@ -197,44 +201,22 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
         if log:
             shared = SharedRecords(log, task, target, space, judged_by,
                                    lambda entry: record_line(task, target, entry, method, seed, space, judged_by))
-    except BaseException:
-        if own_evaluator:
-            evaluator.close()
-        if start_screen is not None:
-            start_screen.close()
-        raise
+            cleanup.callback(shared.close)
 
-    def on_entry(entry):
-        if progress:
-            progress(history)
+        def on_entry(entry):
+            if progress:
+                progress(history)
 
-    screen = None
-    if cost_model is not None:
-        from .guided import DEFAULT_RATIO, ModelScreen
+        screen = None
+        if cost_model is not None:
+            from .guided import DEFAULT_RATIO, ModelScreen
 
-        try:
             screen = ModelScreen(cost_model, task, space, target, screen_ratio or DEFAULT_RATIO, seed=seed)
-        except BaseException:
-            if shared:
-                shared.close()
-            if own_evaluator:
-                evaluator.close()
-            if start_screen is not None:
-                start_screen.close()
-            raise
-    try:
         search = Search(task, space, evaluator, method, seed=seed, starts=starts, gamma=gamma,
                         early_stopping=early_stopping, min_improvement=min_improvement, on_entry=on_entry,
                         shared=shared, screen=screen, start_screen=start_screen, start_pool=start_pool,
                         **method_options)
         outcome = search.run(trials, history)
-    finally:
-        if shared:
-            shared.close()
-        if own_evaluator:
-            evaluator.close()
-        if start_screen is not None:
-            start_screen.close()
 
     history = outcome.history
     best = history.best
