@@ -10,6 +10,8 @@ import numpy as np
 from flexsched.evaluation import Evaluation, Evaluator, ExplorationError
 from flexsched.target import get_target
 
+from .worker import batch_size_for, side_by_side
+
 # Searches time a candidate far slower than the best so far by its checked run alone (Measurer's slow_factor).
 DEFAULT_SLOW_FACTOR = 3.0
 
@@ -37,8 +39,7 @@ class MeasureEvaluator(Evaluator):
                                   slow_run_seconds=slow_run_seconds, kinds=(self.target.kind,),
                                   reference_timeout_s=reference_timeout_s or DEFAULT_REFERENCE_TIMEOUT_S,
                                   slow_factor=slow_factor, builders=builders)
-        # Two per builder: a builder's second candidate builds while the other builders finish their first.
-        self.batch_size = 2 * self._measurer.builders if self._measurer.builders > 1 else 1
+        self.batch_size = batch_size_for(self._measurer.builders)
 
     def check(self, task):
         """Refuse, before any candidate, a target this host cannot run or a task too large to check here."""
@@ -141,20 +142,14 @@ class CpuModelEvaluator(Evaluator):
         self.timeout_s = timeout_s
         # Workers start on their first candidate, so creating an evaluator costs nothing.
         self._workers = [Worker(memory_limit_bytes, kinds=("cpu",), name="flexsched-cpu-model") for _ in range(workers)]
-        self.batch_size = 2 * workers if workers > 1 else 1
+        self.batch_size = batch_size_for(workers)
 
     def evaluate(self, task, space, points):
         schedules = [space.schedule(point) for point in points]
         if len(self._workers) == 1 or len(schedules) < 2:
             return [self.estimate(task, schedule) for schedule in schedules]
-        from concurrent.futures import ThreadPoolExecutor
-
-        # Each worker prices every len(workers)-th schedule; LLVM's -O3 is single-threaded.
-        shares = [schedules[first::len(self._workers)] for first in range(len(self._workers))]
-        with ThreadPoolExecutor(len(self._workers)) as pool:
-            priced = list(pool.map(lambda pair: [self._estimate_on(pair[0], task, s) for s in pair[1]],
-                                   zip(self._workers, shares)))
-        return [priced[index % len(self._workers)][index // len(self._workers)] for index in range(len(schedules))]
+        # LLVM's -O3 is single-threaded: each worker prices its share at once with the others.
+        return side_by_side(self._workers, schedules, lambda worker, one: self._estimate_on(worker, task, one))
 
     def estimate(self, task, schedule):
         """The Evaluation of one schedule (a Schedule or its JSON): the predicted seconds and the

@@ -36,7 +36,7 @@ from flexsched.errors import FlexschedError
 from flexsched.registry import Task
 from flexsched.target import Target, get_target
 
-from .worker import Worker, WorkerFailure, describe_exception, load_function, one_line
+from .worker import Worker, WorkerFailure, describe_exception, load_function, one_line, side_by_side
 
 STATUSES = ("ok", "build_error", "runtime_error", "wrong_answer", "timeout", "crash")
 DEFAULT_RUNNER = "codegen.measure:run_candidate"
@@ -259,25 +259,15 @@ class Measurer:
     def _build_side_by_side(self, inputs):
         """Per input, (what build_candidate answered or a failed MeasureResult, wall seconds): the
         builders take the inputs in turn, all at once."""
-        from concurrent.futures import ThreadPoolExecutor
+        def build(builder, measure_input):
+            started = time.perf_counter()
+            try:
+                answer = builder.call(self.builder, (measure_input,), self.timeout_s)
+            except WorkerFailure as failure:
+                answer = MeasureResult.failure(_FAILURE_STATUS[failure.status], failure.reason)
+            return answer, time.perf_counter() - started
 
-        def build_share(builder, share):
-            built = []
-            for measure_input in share:
-                started = time.perf_counter()
-                try:
-                    answer = builder.call(self.builder, (measure_input,), self.timeout_s)
-                except WorkerFailure as failure:
-                    answer = MeasureResult.failure(_FAILURE_STATUS[failure.status], failure.reason)
-                built.append((answer, time.perf_counter() - started))
-            return built
-
-        count = len(self._builders)
-        shares = [inputs[first::count] for first in range(count)]
-        # Threads only wait on the builders' pipes, so the GIL does not serialise the builds.
-        with ThreadPoolExecutor(max_workers=count) as pool:
-            done = list(pool.map(build_share, self._builders, shares))
-        return [done[index % count][index // count] for index in range(len(inputs))]
+        return side_by_side(self._builders, inputs, build)
 
     def _measure_built(self, measure_input, build):
         """The MeasureResult of a candidate a builder built (or failed to build)."""

@@ -250,6 +250,24 @@ class Worker:
             self._stop(current, graceful=True)
 
 
+def side_by_side(workers, items, work):
+    """[work(worker, item) for each item], in the items' order, the workers taking the items in turn
+    and all working at once (threads only wait on the workers' pipes, so the GIL serialises nothing)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    count = len(workers)
+    shares = [items[first::count] for first in range(count)]
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        done = list(pool.map(lambda worker, share: [work(worker, item) for item in share], workers, shares))
+    return [done[index % count][index // count] for index in range(len(items))]
+
+
+def batch_size_for(workers):
+    """A batch for `workers` working side by side: two each, so a worker's second item starts while
+    the others finish their first; 1 for a single worker (it gains nothing from batches)."""
+    return 2 * workers if workers > 1 else 1
+
+
 def _worker_env():
     """The caller's environment, with our package importable by the fresh interpreter before it
     takes the caller's sys.path (-P keeps the working directory from shadowing it)."""
