@@ -70,7 +70,8 @@ def run_case(name, task, args, evaluator):
     target = get_target("llvm")
     start = time.perf_counter()
     result = optimize(task, target, trials=args.trials, method=args.method, seed=args.seed, evaluator=evaluator,
-                      finalists=args.finalists, start_pool=args.start_pool)
+                      finalists=args.finalists, start_pool=args.start_pool, log=args.records,
+                      transfer_from=args.records if args.transfer else None)
     search_seconds = time.perf_counter() - start
     entries = result.history.entries
     failures = {}
@@ -94,7 +95,7 @@ def run_case(name, task, args, evaluator):
     return {
         "case": name, "task": str(task), "method": args.method, "trials": len(entries), "ok": result.history.num_ok,
         "failures": failures, "search_seconds": search_seconds, "candidates_per_second": len(entries) / search_seconds,
-        "priced_starts": result.priced_starts,
+        "priced_starts": result.priced_starts, "transferred_starts": result.transferred_starts,
         "compile_seconds_mean": statistics.mean(compiles) if compiles else 0.0,
         "search_loop_seconds": search_loop_seconds, "search_candidates_per_second": len(entries) / search_loop_seconds,
         "phase_seconds_median": {phase: statistics.median(d.get(f"{phase}_seconds", 0.0) for d in measured)
@@ -147,6 +148,11 @@ def main():
     parser.add_argument("--start-pool", type=int, default=0, metavar="N",
                         help="q/p: price N random points with the static CPU model and start from its best "
                              "(0: random starts)")
+    parser.add_argument("--records", metavar="FILE",
+                        help="log every case's evaluated points to this new record file")
+    parser.add_argument("--transfer", action="store_true",
+                        help="with --records: each case also starts from the best of the cases tuned before it "
+                             "in this run whose space has the same knobs (explore.transfer)")
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--slow-run", type=float, default=0.5,
                         help="candidates slower than this per run are timed once (they cannot win)")
@@ -158,6 +164,10 @@ def main():
     unknown = [name for name in names if name not in all_cases]
     if unknown:
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(all_cases)}")
+    if args.transfer and not args.records:
+        parser.error("--transfer starts from the earlier cases' records: give --records FILE")
+    if args.records and Path(args.records).exists():
+        parser.error(f"--records {args.records} exists: a shared record file would hand this run earlier runs' points")
     rows = []
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +29,7 @@ from .records import check_record_file, load_records, record_line
 from .methods import DEFAULT_GAMMA
 from .resume import best_replayable_record, resume_history, task_of_best_record
 from .search import Search
+from .transfer import transferred_points
 
 logger = logging.getLogger("flexsched.explore.optimize")
 
@@ -56,6 +58,7 @@ class TuneResult:
     screened_out: int = 0         # proposals a cost model ranked out, never evaluated
     cost_model: Any = None        # the explore.cost_model.CostModel that screened, trained on this search
     priced_starts: int = 0        # random points the target's static model priced to pick the first starts
+    transferred_starts: int = 0   # first starts carried over from other tasks' records (transfer_from)
 
     @property
     def gbps(self):
@@ -142,7 +145,7 @@ def space_for(task, target, space=None, info=None):
 def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False, seed=0, evaluator=None,
              starts=4, gamma=DEFAULT_GAMMA, early_stopping=None, min_improvement=0.01, build_kernel=True, progress=None,
              evaluator_options=None, space=None, finalists=0, cost_model=None, screen_ratio=None, ray=None,
-             start_pool=0, **method_options):
+             start_pool=0, transfer_from=None, **method_options):
     """Search the schedule space of `task` on `target`; a TuneResult with the best point found.
 
     task: a Task, (name, *args) of a registered task, or the output tensor(s) of a computation. method: "q" (Q-network directions), "p" (every direction)
@@ -160,7 +163,9 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     each by the target kind's evaluator on the node that runs it (explore.ray_evaluator); the records,
     the finalists and the kernel stay here. start_pool: price this many random points with the target
     kind's static model (one worker per core) and measure its best-ranked first, as the search's
-    first starts (explore.search); 0: the first starts are random.
+    first starts (explore.search); 0: the first starts are random. transfer_from: a record file whose
+    other tasks' best configs (same target, same knobs) are moved to this space and measured among
+    the first starts (explore.transfer); it may be `log` itself, one file for a whole network.
     """
     task = _task_of(task)
     target = get_target(target)
@@ -197,6 +202,7 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
         if resume:
             history, report = resume_history(log, task, target, space, judged_by)
             _check_resumable(report, task)
+        start_points = _transferred(transfer_from, space, task, target, starts, judged_by) if transfer_from else ()
         shared = None
         if log:
             shared = SharedRecords(log, task, target, space, judged_by,
@@ -215,7 +221,7 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
         search = Search(task, space, evaluator, method, seed=seed, starts=starts, gamma=gamma,
                         early_stopping=early_stopping, min_improvement=min_improvement, on_entry=on_entry,
                         shared=shared, screen=screen, start_screen=start_screen, start_pool=start_pool,
-                        **method_options)
+                        start_points=start_points, **method_options)
         outcome = search.run(trials, history)
 
     history = outcome.history
@@ -238,7 +244,16 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
                       space.info.flops / seconds / 1e9 if retimed else best.gflops,
                       kernel, history, len(history), len(history) - outcome.resumed - outcome.reused,
                       outcome.stop_reason, outcome.reused, report, space, retimed, seed, judged_by,
-                      screen.screened_out if screen else 0, screen.model if screen else None, outcome.priced)
+                      screen.screened_out if screen else 0, screen.model if screen else None, outcome.priced,
+                      outcome.transferred)
+
+
+def _transferred(path, space, task, target, count, judged_by):
+    """Points of `space` carried over from the record file's other tasks (none from a missing file)."""
+    if not os.path.exists(path):
+        return ()
+    check_record_file(path)
+    return tuple(transferred_points(space, load_records(path), task, target, count, judged_by))
 
 
 def _start_screen(target, judged_by, start_pool):

@@ -15,6 +15,10 @@ points as the model ranks them, not `starts` random ones: on the 1x1 YOLO layers
 of 64 ran 3-10x faster than a random point, so the climb starts where a random search would need
 tens of measurements to get. Priced points are not measured and do not count as trials.
 
+Transferred starts: `start_points` (points carried over from other tasks' records, see
+explore.transfer) are measured in the first warm-up batch beside the `starts` screened or random
+ones, so a search of one layer starts from what its neighbours found; they count as trials.
+
 Shared record files: with `shared` (explore.claims.SharedRecords), each batch of proposals is first
 claimed: a point another run already recorded joins the history with that run's result (reused,
 not evaluated), a point another run is evaluating is waited for after this run's own points are
@@ -35,7 +39,7 @@ import numpy as np
 
 from .evaluator import Evaluation, ExplorationError
 from .history import History
-from .methods import DEFAULT_GAMMA, make_method
+from .methods import DEFAULT_GAMMA, Proposal, make_method
 
 logger = logging.getLogger("flexsched.explore.search")
 
@@ -69,6 +73,7 @@ class SearchOutcome:
     resumed: int      # entries that came from a record file, not evaluated in this run
     reused: int = 0   # entries another run sharing the record file evaluated during this one
     priced: int = 0   # random points the start screen priced to pick the first starts (not trials)
+    transferred: int = 0  # points carried over from other tasks' records, measured as first starts
 
 
 class Search:
@@ -76,7 +81,7 @@ class Search:
 
     def __init__(self, task, space, evaluator, method="q", seed=0, starts=4, gamma=DEFAULT_GAMMA, early_stopping=None,
                  min_improvement=0.01, max_warmup=64, on_entry=None, shared=None, screen=None, start_screen=None,
-                 start_pool=0, **method_options):
+                 start_pool=0, start_points=(), **method_options):
         self.task = task
         self.space = space
         self.evaluator = evaluator
@@ -93,6 +98,8 @@ class Search:
         self.start_screen = start_screen
         self.start_pool = start_pool
         self._priced = 0
+        self.start_points = tuple(start_points)
+        self._transferred = 0
         self.method_options = method_options
 
     def run(self, trials, history=None):
@@ -179,7 +186,7 @@ class Search:
             if screen is not None:
                 screen.observe(entries)
             method.observe(proposals, entries)
-        return SearchOutcome(history, stop_reason, resumed, len(reused), self._priced)
+        return SearchOutcome(history, stop_reason, resumed, len(reused), self._priced, self._transferred)
 
     def _warm_up(self, history, method, evaluate, trials, screen=None):
         tried = 0
@@ -190,8 +197,12 @@ class Search:
                     f"all {len(history)} evaluated points of {self.task} failed; the first failure "
                     f"({first.evaluation.status}): {first.evaluation.error}")
             count = min(self.starts, self.max_warmup - tried)
-            proposals = self._screened_starts(method, count) if not history.entries else []
-            proposals = proposals or method.random_fresh(count, set())
+            pending, proposals = set(), []
+            if not history.entries:
+                proposals = self._transferred_starts(method, pending)
+                proposals += self._screened_starts(method, count, pending)
+            else:
+                proposals = method.random_fresh(count, pending)
             if not proposals:
                 if not history.entries:
                     raise ExplorationError(f"the space of {self.task} has no point to evaluate")
@@ -204,18 +215,31 @@ class Search:
                 screen.observe(entries)
             tried += len(proposals)
 
-    def _screened_starts(self, method, count):
-        """The count best of start_pool random points by the start screen's prediction (none without a screen)."""
+    def _transferred_starts(self, method, pending):
+        """Proposals of the start points nobody has evaluated yet."""
+        proposals = []
+        for point in self.start_points:
+            key = method.fresh_key(point, pending)
+            if key is not None:
+                pending.add(key)
+                proposals.append(Proposal(point, key))
+        self._transferred = len(proposals)
+        return proposals
+
+    def _screened_starts(self, method, count, pending):
+        """The count best of start_pool random points by the start screen's prediction; count random
+        points without a screen or where it prices none."""
         if self.start_screen is None or self.start_pool <= count:
-            return []
-        pool = method.random_fresh(self.start_pool, set())
+            return method.random_fresh(count, pending)
+        pool = method.random_fresh(self.start_pool, pending)
         started = time.perf_counter()
         predicted = self.start_screen.evaluate(self.task, self.space, [proposal.point for proposal in pool])
         self._priced = len(pool)
         ranked = sorted((evaluation.seconds, index) for index, evaluation in enumerate(predicted) if evaluation.ok)
         logger.debug("priced %d random points in %.1f s to pick %d starts (%d priced)", len(pool),
                      time.perf_counter() - started, min(count, len(ranked)), len(ranked))
-        return [pool[index] for _, index in ranked[:count]]
+        picked = [pool[index] for _, index in ranked[:count]]
+        return picked or method.random_fresh(count, pending)  # a screen that prices nothing: random starts
 
 
 def _outcome(evaluation):

@@ -78,6 +78,9 @@ def _build_parser():
     tune.add_argument("--start-pool", type=_at_least(0), default=0, metavar="N",
                       help="price N random points with the target's static model and measure its best first, as "
                            "the first starts (default 0: random starts; 64 lifted the 1x1 YOLO layers' starts 3-10x)")
+    tune.add_argument("--transfer-from", metavar="FILE",
+                      help="a record file of other tasks (other layers of the network): their best configs, moved to "
+                           "this task's space, are measured among the first starts; may be the --log file itself")
     tune.add_argument("--early-stop", type=_at_least(1), metavar="N",
                       help="stop after N trials without a 1%% improvement of the best")
     tune.add_argument("--log", metavar="FILE", help="append every evaluated point to this JSON-lines file")
@@ -287,7 +290,7 @@ def _cmd_tune(args, out):
                           seed=args.seed, starts=args.starts, early_stopping=args.early_stop, progress=progress,
                           evaluator=args.evaluator, space=_space_name(args), finalists=args.finalists,
                           cost_model=args.cost_model, screen_ratio=args.screen_ratio, start_pool=args.start_pool,
-                          build_kernel=False, ray=_ray_cluster(args))  # the record file keeps the result
+                          transfer_from=args.transfer_from, build_kernel=False, ray=_ray_cluster(args))  # the record file keeps the result
     finally:
         if progress:
             progress.finish()
@@ -310,6 +313,9 @@ def _cmd_tune(args, out):
         out.write(result.resumed_from.line() + "\n")
     if result.priced_starts:
         out.write(f"first starts: the static model's best of {result.priced_starts} random points\n")
+    if args.transfer_from:
+        out.write(f"first starts: {result.transferred_starts} carried over from other tasks' best in "
+                  f"{args.transfer_from}\n")
     if result.cost_model is not None:
         out.write(f"cost model {result.cost_model.name}: ranked out {result.screened_out} proposals, never measured\n")
         if args.save_cost_model:

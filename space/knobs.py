@@ -116,6 +116,23 @@ class _Knob:
         except (KeyError, TypeError):
             raise self._error(f"no value {value!r}") from None
 
+    def nearest_index(self, value):
+        """The index of value, or of the knob's value nearest to it (a point of another task's
+        space carried over); ValueError where nothing is near (an unknown choice)."""
+        value = _as_tuples(value)
+        if value in self._index_by_value:
+            return self._index_by_value[value]
+        distances = [self._distance(value, candidate) for candidate in self.values]
+        if all(distance is None for distance in distances):
+            raise self._error(f"no value near {value!r}")
+        return min((distance, index) for index, distance in enumerate(distances) if distance is not None)[1]
+
+    def _distance(self, value, candidate):
+        """How far candidate is from value (None: not comparable); plain numbers by ratio."""
+        if isinstance(value, int) and isinstance(candidate, int) and value > 0 and candidate > 0:
+            return abs(math.log2(value) - math.log2(candidate))
+        return None
+
     def to_dict(self):
         """A JSON-friendly summary for reports and logs."""
         return {"name": self.name, "kind": self.kind,
@@ -188,6 +205,15 @@ class SplitKnob(_Knob):
     def encoding_length(self):
         """One number per factor."""
         return self.parts
+
+    def _distance(self, value, candidate):
+        """By the inner factors' ratios (the outermost follows from the extent); ties go to the
+        nearer outermost factor."""
+        if not (isinstance(value, tuple) and len(value) == self.parts
+                and all(isinstance(factor, int) and factor > 0 for factor in value)):
+            return None
+        inner = sum(abs(math.log2(a) - math.log2(b)) for a, b in zip(value[1:], candidate[1:]))
+        return inner, abs(math.log2(value[0]) - math.log2(candidate[0]))
 
     def is_guarded(self, index):
         """Whether this split pads the loop and so needs a boundary guard."""
@@ -300,6 +326,10 @@ class ChoiceKnob(_Knob):
             return direction if direction != index else None
         target = index + (1 if direction == 0 else -1)
         return target if 0 <= target < self.num_values else None
+
+    def _distance(self, value, candidate):
+        """Only an ordered knob's numbers are near one another; an unordered value matches or not."""
+        return super()._distance(value, candidate) if self.ordered else None
 
     def encode(self, index):
         """Ordered: position along the list, scaled to [0, 1]; unordered: one-hot."""

@@ -122,6 +122,20 @@ class Space:
                 raise SpaceError(str(err)) from None
         return tuple(indices)
 
+    def nearest_point(self, config):
+        """The point nearest a config of another task's space with the same knobs (each knob's
+        own value where it has it, else its nearest one); SpaceError naming the knob that has
+        no value near, or that the config lacks."""
+        indices = []
+        for knob in self.knobs:
+            if config.get(knob.name) is None:
+                raise SpaceError(f"config has no value for knob '{knob.name}'")
+            try:
+                indices.append(knob.nearest_index(config[knob.name]))
+            except ValueError as err:
+                raise SpaceError(str(err)) from None
+        return tuple(indices)
+
     def schedule(self, point_or_config):
         """The Schedule (a list of primitive steps) a point stands for."""
         config = point_or_config if isinstance(point_or_config, Config) else self.config(point_or_config)

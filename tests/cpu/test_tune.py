@@ -49,6 +49,15 @@ def test_tune_json_last_line_and_best_rebuilt_from_the_log(tmp_path):
     check_kernel(task, kernel)
 
 
+def test_tune_starts_from_another_layers_best_in_the_shared_log(tmp_path):
+    log = str(tmp_path / "network.jsonl")
+    assert main(["-q", "tune", "GMM", "16", "32", "32", "--trials", "4", "--log", log], out=io.StringIO()) == 0
+    out = io.StringIO()
+    assert main(["-q", "tune", "GMM", "32", "32", "32", "--trials", "6", "--log", log, "--transfer-from", log],
+                out=out) == 0
+    assert f"first starts: 1 carried over from other tasks' best in {log}" in out.getvalue()
+
+
 def test_optimize_returns_a_checked_kernel_and_its_history(monkeypatch):
     def refuse(*args):
         raise AssertionError("LLVM ran in the calling process")

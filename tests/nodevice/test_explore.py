@@ -269,6 +269,36 @@ def test_start_pool_needs_a_measuring_evaluator():
         tune(trials=5, start_pool=-1)
 
 
+# ---------------------------------------------------------------- starts carried over from other tasks
+
+OTHER_GMM = get_task("GMM", 32, 64, 128)
+
+
+def test_each_other_tasks_best_config_moves_to_this_space(tmp_path):
+    from explore.transfer import transferred_points
+
+    log = tmp_path / "network.jsonl"
+    other, _ = tune(OTHER_GMM, trials=20, log=str(log))
+    tune(GMM, trials=10, log=str(log))     # this task's own records are not carried over
+    tune(CONV, trials=10, log=str(log))    # nor a space with other knobs
+    records = load_records(log)
+    points = transferred_points(space_of(GMM), records, GMM, get_target("llvm"), count=4)
+    assert points == [space_of(GMM).nearest_point(other.config)]
+    other_cpu = get_target("llvm -mcpu=skylake" if get_target("llvm").cpu != "skylake" else "llvm -mcpu=znver4")
+    assert transferred_points(space_of(GMM), records, GMM, other_cpu, count=4) == []
+
+
+def test_carried_over_starts_are_measured_first_beside_random_ones(tmp_path):
+    log = tmp_path / "network.jsonl"
+    other, _ = tune(OTHER_GMM, trials=20, log=str(log))
+    result, evaluator = tune(GMM, trials=12, log=str(log), transfer_from=str(log))
+    assert result.transferred_starts == 1
+    assert evaluator.calls[0] == space_of(GMM).nearest_point(other.config)
+    assert len(evaluator.calls) == 12 and len(set(evaluator.calls[:5])) == 5   # plus the 4 usual starts
+    alone, _ = tune(GMM, trials=12, transfer_from=str(tmp_path / "missing.jsonl"))
+    assert alone.transferred_starts == 0
+
+
 # ---------------------------------------------------------------- records
 
 RECORD_KEYS = {"task", "target", "config", "result", "error", "time", "version", "method", "seed", "point",

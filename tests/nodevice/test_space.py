@@ -206,6 +206,21 @@ def test_bad_points_and_configs_are_refused_by_name():
         space.point(Config.from_dict(bad))
 
 
+def test_a_config_of_another_shape_moves_to_the_nearest_point_of_this_space():
+    small, large = (generate(analyze(get_task("C2D", 1, 64, 14, 14, k, 1, 1, 0)), "llvm") for k in (32, 128))
+    for seed in range(20):
+        config = small.config(small.random_point(seed))
+        point = large.nearest_point(config)
+        moved = large.config(point)
+        for name, value in config.values:   # same knobs; a value this space has is kept
+            if value in large.knobs[[knob.name for knob in large.knobs].index(name)].values:
+                assert moved[name] == value
+        large.schedule(point)   # a legal point
+    gmm = generate(analyze(get_task("GMM", 8, 8, 8)), "llvm")
+    with pytest.raises(SpaceError, match="no value for knob 'O.split.i'"):
+        gmm.nearest_point(small.config(small.random_point(0)))
+
+
 # Operators that are not in the library: the generator needs only their analysis.
 
 def matmul_relu(n):

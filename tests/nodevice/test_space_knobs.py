@@ -312,3 +312,29 @@ def test_split_floors_keep_only_values_with_large_enough_factors():
     assert all(value[-1] >= 8 for value in knob.values)
     with pytest.raises(ValueError, match="floors"):
         SplitKnob("s", 112, 2, caps=(None, 4), floors=(None, 8))
+
+
+# ---------------------------------------------------------------- nearest values (carried-over configs)
+
+def test_a_value_the_knob_has_is_its_own_nearest():
+    knob = SplitKnob("x", 28, 3)
+    assert knob.nearest_index((7, 2, 2)) == knob.index_of((7, 2, 2))
+
+
+def test_a_split_of_another_extent_keeps_the_nearest_inner_factors():
+    knob = SplitKnob("x", 14, 3, guarded=False)
+    nearest = knob.values[knob.nearest_index((7, 2, 2))]   # a split of 28: (7, 1, 2) keeps the innermost 2
+    assert nearest[1:] in ((1, 2), (2, 1), (2, 2)) and math.prod(nearest) == 14
+    assert knob.values[knob.nearest_index([1, 1, 14])] == (1, 1, 14)   # JSON lists read back as tuples
+
+
+def test_ordered_choices_are_near_by_ratio_and_unordered_ones_only_match():
+    unroll = ChoiceKnob("unroll", "unroll", (0, 8, 32, 128, 512))
+    assert unroll.values[unroll.nearest_index(100)] == 128
+    accumulate = ChoiceKnob("accumulate", "cache_write", ("memory", "registers"), ordered=False)
+    assert accumulate.nearest_index("registers") == 1
+    order = ChoiceKnob("order", "reorder", (0, 1, 2, 3), ordered=False)
+    with pytest.raises(ValueError, match="knob 'order': no value near 7"):
+        order.nearest_index(7)
+    with pytest.raises(ValueError, match="no value near 'tile'"):
+        accumulate.nearest_index("tile")
