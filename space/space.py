@@ -112,26 +112,22 @@ class Space:
 
     def point(self, config):
         """The point of a Config (e.g. read back from a record)."""
-        indices = []
-        for knob in self.knobs:
-            if config.get(knob.name) is None:
-                raise SpaceError(f"config has no value for knob '{knob.name}'")
-            try:
-                indices.append(knob.index_of(config[knob.name]))
-            except ValueError as err:
-                raise SpaceError(str(err)) from None
-        return tuple(indices)
+        return self._indices(config, lambda knob, value: knob.index_of(value))
 
     def nearest_point(self, config):
         """The point nearest a config of another task's space with the same knobs (each knob's
         own value where it has it, else its nearest one); SpaceError naming the knob that has
         no value near, or that the config lacks."""
+        return self._indices(config, lambda knob, value: knob.nearest_index(value))
+
+    def _indices(self, config, index_of):
+        """Each knob's index of the config's value by index_of(knob, value), which raises ValueError."""
         indices = []
         for knob in self.knobs:
             if config.get(knob.name) is None:
                 raise SpaceError(f"config has no value for knob '{knob.name}'")
             try:
-                indices.append(knob.nearest_index(config[knob.name]))
+                indices.append(index_of(knob, config[knob.name]))
             except ValueError as err:
                 raise SpaceError(str(err)) from None
         return tuple(indices)
