@@ -110,7 +110,7 @@ def _best_kept(measured, path, key):
 @functools.cache
 def measured_cpu_roof(cores, lanes):
     """This host's FMA and copy roofs on `cores` threads (measured once per process)."""
-    gflops = _fma_gflops(cores, lanes)
+    gflops = fma_gflops(cores, lanes)
     gbps = _copy_gbps(cores)
     return Roof(gflops, gbps, f"measured on this CPU: {FMA_CHAINS} FMA chains of {lanes} float32 lanes and "
                               f"array copies, on {cores} thread(s)", last_level_cache_bytes())
@@ -132,7 +132,7 @@ def last_level_cache_bytes():
     return max(sizes, default=0)
 
 
-def _fma_gflops(cores, lanes):
+def fma_gflops(cores, lanes):
     """Best of ROUNDS: every core runs the FMA loop at once; 2 FLOP per lane per FMA."""
     loop = _fma_loop(lanes)
     flops_per_call = 2.0 * lanes * FMA_CHAINS * FMA_ITERATIONS
