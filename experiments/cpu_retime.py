@@ -1,0 +1,91 @@
+"""Re-time a CPU benchmark's best kernels against PyTorch in a fresh process, without searching.
+
+Run:  .venv/bin/python experiments/cpu_retime.py experiments/results/cpu_benchmark_q200_transfer.json --cases C3 C9 C11 --repeat 3
+
+Each case's best schedule from the results file is rebuilt, checked against the reference
+evaluator, then timed against the PyTorch call in alternating rounds (explore.side_by_side), as
+cpu_benchmark.py does, `--repeat` times in a row, with the kernel also timed alone before each
+block: a second opinion on a benchmark's figures from the same kernels on the same host.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+from pathlib import Path
+
+import torch
+
+from analysis import analyze
+from codegen.kernel import build
+from codegen.measure import compare_array
+from explore.finalists import kernel_timed
+from explore.side_by_side import time_side_by_side
+from flexsched.library import checked_library
+from flexsched.schedule import Schedule
+from flexsched.target import get_target
+
+from cpu_benchmark import cases, cpu_description
+
+
+def retime(task, schedule, rounds, repeat):
+    """[(ours GFLOPS alone, ours GFLOPS beside torch, torch GFLOPS, median ratio)] per block."""
+    target = get_target("llvm")
+    kernel = build(task, schedule, target)
+    inputs = task.random_inputs(seed=1)
+    reference = task.evaluate(*inputs)
+    for output, expected in zip(kernel.run(*inputs), reference):
+        wrong = compare_array(output, expected)
+        if wrong:   # a fast wrong kernel is no result
+            raise RuntimeError(f"{task}: the results file's best schedule is wrong here: {wrong}")
+    library = checked_library(task, target, inputs, reference)
+    ours = kernel_timed("ours", kernel, kernel.arguments(inputs))
+    flops = analyze(task).flops
+    blocks = []
+    for _ in range(repeat):
+        alone = time_side_by_side([ours], rounds)
+        side = time_side_by_side([ours, library], rounds)
+        blocks.append((flops / alone.seconds("ours") / 1e9, flops / side.seconds("ours") / 1e9,
+                       flops / side.seconds(library.name) / 1e9, statistics.median(side.ratios("ours", library.name))))
+    return blocks
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("results", help="a results file of experiments/cpu_benchmark.py")
+    parser.add_argument("--cases", nargs="*", default=None, help="its cases to re-time (default: all)")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--repeat", type=int, default=3, help="blocks of rounds per case, one after another")
+    parser.add_argument("--out", default=None, help="write the figures here as JSON")
+    args = parser.parse_args()
+    torch.set_num_threads(len(os.sched_getaffinity(0)))
+    rows = {row["case"]: row for row in json.loads(Path(args.results).read_text())}
+    tasks = cases()
+    names = args.cases or list(rows)
+    unknown = [name for name in names if name not in rows]
+    if unknown:
+        parser.error(f"{args.results} has no case {', '.join(unknown)}")
+    print(cpu_description())
+    out = []
+    for name in names:
+        schedule = Schedule.from_json(json.dumps(rows[name]["best_schedule"]))
+        blocks = retime(tasks[name], schedule, args.rounds, args.repeat)
+        ratios = [block[3] for block in blocks]
+        out.append({"case": name, "benchmark_ratio": rows[name]["ratio_median"], "ratios": ratios,
+                    "blocks": [dict(zip(("alone_gflops", "gflops", "torch_gflops", "ratio"), b)) for b in blocks]})
+        print(f"{name:4} benchmark {rows[name]['ratio_median']:.2f}; re-timed "
+              + ", ".join(f"{b[3]:.2f} ({b[1]:.0f} vs {b[2]:.0f} GFLOPS, {b[0]:.0f} alone)" for b in blocks), flush=True)
+    conv = [statistics.median(row["ratios"]) for row in out if row["case"].startswith("C")]
+    if conv:
+        print(f"YOLO geometric mean of the re-timed medians over {len(conv)} layers: "
+              f"{math.exp(statistics.mean(math.log(r) for r in conv)):.3f}")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"results": args.results, "cpu": cpu_description(), "cases": out},
+                                             indent=1))
+
+
+if __name__ == "__main__":
+    main()
