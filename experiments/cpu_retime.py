@@ -2,7 +2,7 @@
 
 Run:  .venv/bin/python experiments/cpu_retime.py experiments/results/cpu_benchmark_q200_transfer.json --cases C3 C9 C11 --repeat 3
 
-Each case's best schedule from the results file is rebuilt, checked against the reference
+Each case's best schedule from the results file is rebuilt (in the isolated build worker), checked against the reference
 evaluator, then timed against the PyTorch call in alternating rounds (explore.side_by_side), as
 cpu_benchmark.py does, `--repeat` times in a row, with the kernel also timed alone before each
 block: a second opinion on a benchmark's figures from the same kernels on the same host.
@@ -20,9 +20,7 @@ from pathlib import Path
 import torch
 
 from analysis import analyze
-from codegen.kernel import build
-from codegen.measure import compare_array
-from explore.finalists import kernel_timed
+from explore.finalists import checked_kernel, kernel_timed
 from explore.side_by_side import time_side_by_side
 from flexsched.library import checked_library
 from flexsched.schedule import Schedule
@@ -34,15 +32,11 @@ from cpu_benchmark import cases, cpu_description
 def retime(task, schedule, rounds, repeat):
     """[(ours GFLOPS alone, ours GFLOPS beside torch, torch GFLOPS, median ratio)] per block."""
     target = get_target("llvm")
-    kernel = build(task, schedule, target)
     inputs = task.random_inputs(seed=1)
     reference = task.evaluate(*inputs)
-    for output, expected in zip(kernel.run(*inputs), reference):
-        wrong = compare_array(output, expected)
-        if wrong:   # a fast wrong kernel is no result
-            raise RuntimeError(f"{task}: the results file's best schedule is wrong here: {wrong}")
+    kernel, arrays = checked_kernel(task, schedule.to_json(), target, inputs, reference)   # a wrong one raises
     library = checked_library(task, target, inputs, reference)
-    ours = kernel_timed("ours", kernel, kernel.arguments(inputs))
+    ours = kernel_timed("ours", kernel, arrays)
     flops = analyze(task).flops
     blocks = []
     for _ in range(repeat):

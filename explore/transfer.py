@@ -26,10 +26,10 @@ def transferred_points(space, records, task, target, count, judged_by="measured"
         key = json.dumps(record.task_ref, sort_keys=True)
         if key not in best_of_task or record.gflops > best_of_task[key].gflops:
             best_of_task[key] = record
-    points = []
+    points, knob_names = [], {knob.name for knob in space.knobs}
     for record in sorted(best_of_task.values(), key=lambda r: (-r.gflops, r.line)):
         config = record.config
-        if {name for name, _ in config.values} != {knob.name for knob in space.knobs}:
+        if {name for name, _ in config.values} != knob_names:
             continue
         try:
             point = space.nearest_point(config)
