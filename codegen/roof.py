@@ -23,7 +23,11 @@ import numpy as np
 
 from flexsched.target import get_target
 
-FMA_CHAINS = 16             # independent accumulators: enough to hide FMA latency on two pipes
+MAX_FMA_CHAINS = 16         # independent accumulators: more than the 8 that hide FMA latency on two pipes
+# Vector registers the FMA loop needs besides its accumulators: its two constant operands, and slack
+# for the loop itself. With 16 accumulators on a 16-register target (AVX2) LLVM spilled one chain to
+# the stack, and the roof read 98 instead of 172 GFLOPS on a 2-core Zen 3.
+FMA_SPARE_REGISTERS = 4
 FMA_ITERATIONS = 1_000_000  # per call, per core: about 10-20 ms
 COPY_BYTES = 64 * 2**20     # per core: beyond the last-level cache
 ROUNDS = 5                  # best of: a core's speed flips between levels for seconds at a time
@@ -71,7 +75,7 @@ def roof_for(target="llvm", keep_in=None):
         device = gpu_device(target)
         return Roof(device.peak_gflops, device.memory_gbps, f"{device.part} datasheet", device.l2_bytes)
     if target.kind == "cpu":
-        measured = measured_cpu_roof(target.cores, target.vector_lanes)
+        measured = measured_cpu_roof(target.cores, target.vector_lanes, target.vector_registers)
         return _best_kept(measured, keep_in, _cpu_key(target)) if keep_in else measured
     return None
 
@@ -107,13 +111,19 @@ def _best_kept(measured, path, key):
     return best
 
 
+def fma_chains(registers):
+    """Independent FMA chains for a target with this many vector registers: as many as fit beside
+    the loop's other operands, so that no accumulator lives on the stack."""
+    return max(1, min(MAX_FMA_CHAINS, (registers or 16) - FMA_SPARE_REGISTERS))
+
+
 @functools.cache
-def measured_cpu_roof(cores, lanes):
+def measured_cpu_roof(cores, lanes, registers=16):
     """This host's FMA and copy roofs on `cores` threads (measured once per process)."""
-    gflops = fma_gflops(cores, lanes)
+    gflops = fma_gflops(cores, lanes, registers)
     gbps = _copy_gbps(cores)
-    return Roof(gflops, gbps, f"measured on this CPU: {FMA_CHAINS} FMA chains of {lanes} float32 lanes and "
-                              f"array copies, on {cores} thread(s)", last_level_cache_bytes())
+    return Roof(gflops, gbps, f"measured on this CPU: {fma_chains(registers)} FMA chains of {lanes} float32 lanes "
+                              f"and array copies, on {cores} thread(s)", last_level_cache_bytes())
 
 
 def last_level_cache_bytes():
@@ -132,10 +142,11 @@ def last_level_cache_bytes():
     return max(sizes, default=0)
 
 
-def fma_gflops(cores, lanes):
+def fma_gflops(cores, lanes, registers=16):
     """Best of ROUNDS: every core runs the FMA loop at once; 2 FLOP per lane per FMA."""
-    loop = _fma_loop(lanes)
-    flops_per_call = 2.0 * lanes * FMA_CHAINS * FMA_ITERATIONS
+    chains = fma_chains(registers)
+    loop = _fma_loop(lanes, chains)
+    flops_per_call = 2.0 * lanes * chains * FMA_ITERATIONS
     sink = (ctypes.c_float * lanes)()
     best = 0.0
     with ThreadPoolExecutor(max_workers=cores) as pool:
@@ -160,26 +171,46 @@ def _copy_gbps(cores):
 
 
 @functools.cache
-def _fma_loop(lanes):
-    """A native `void fma_loop(i64 iterations, float *sink)` of FMA_CHAINS independent vector FMA
+def _fma_loop(lanes, chains):
+    """A native `void fma_loop(i64 iterations, float *sink)` of `chains` independent vector FMA
     chains (the sink keeps LLVM from deleting them); ctypes drops the GIL while it runs."""
+    import llvmlite.binding as llvm
+
+    module = llvm.parse_assembly(fma_loop_ir(lanes, chains))
+    module.verify()
+    engine = llvm.create_mcjit_compiler(module, host_machine())
+    engine.finalize_object()
+    function = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)(engine.get_function_address("fma_loop"))
+    _keep_alive.append(engine)
+    return lambda iterations, sink: function(iterations, ctypes.addressof(sink))
+
+
+def host_machine():
+    """An LLVM target machine for this host's CPU and all its features."""
     import llvmlite.binding as llvm
 
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    target = llvm.Target.from_default_triple()
+    return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
+                                        features=llvm.get_host_cpu_features().flatten(), opt=2)
+
+
+def fma_loop_ir(lanes, chains):
+    """LLVM IR text of the FMA loop: each chain multiplies by just below 1 and adds 1 (no overflow)."""
     vector = f"<{lanes} x float>"
     one = f"{vector} {_splat(lanes, 1.0)}"
-    scale = f"{vector} <{', '.join(['float 0x3FEFFFFFE0000000'] * lanes)}>"   # just below 1: no overflow
+    scale = f"{vector} <{', '.join(['float 0x3FEFFFFFE0000000'] * lanes)}>"
     phis = "\n".join(f"  %acc{c} = phi {vector} [ {_splat(lanes, 1.0)}, %entry ], [ %next{c}, %loop ]"
-                      for c in range(FMA_CHAINS))
+                      for c in range(chains))
     fmas = "\n".join(f"  %next{c} = call {vector} @llvm.fma.v{lanes}f32({vector} %acc{c}, {scale}, {one})"
-                     for c in range(FMA_CHAINS))
+                     for c in range(chains))
     total = ["%next0"]
     sums = []
-    for c in range(1, FMA_CHAINS):
+    for c in range(1, chains):
         sums.append(f"  %sum{c} = fadd {vector} {total[-1]}, %next{c}")
         total.append(f"%sum{c}")
-    text = f"""
+    return f"""
 declare {vector} @llvm.fma.v{lanes}f32({vector}, {vector}, {vector})
 define void @fma_loop(i64 %n, ptr %sink) {{
 entry:
@@ -197,16 +228,6 @@ exit:
   ret void
 }}
 """
-    target = llvm.Target.from_default_triple()
-    machine = target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                           features=llvm.get_host_cpu_features().flatten(), opt=2)
-    module = llvm.parse_assembly(text)
-    module.verify()
-    engine = llvm.create_mcjit_compiler(module, machine)
-    engine.finalize_object()
-    function = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)(engine.get_function_address("fma_loop"))
-    _keep_alive.append(engine)
-    return lambda iterations, sink: function(iterations, ctypes.addressof(sink))
 
 
 def _splat(lanes, value):

@@ -25,7 +25,8 @@ def main():
     target, cores = get_target("llvm"), host_cores()
     samples, started = [], time.perf_counter()
     while time.perf_counter() - started < args.seconds:
-        samples.append((round(time.perf_counter() - started, 2), fma_gflops(cores, target.vector_lanes)))
+        samples.append((round(time.perf_counter() - started, 2), fma_gflops(cores, target.vector_lanes,
+                                                                       target.vector_registers)))
         time.sleep(args.pause)
     gflops = [value for _, value in samples]
     fast = max(gflops)

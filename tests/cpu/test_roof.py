@@ -2,7 +2,7 @@
 
 import json
 
-from codegen.roof import Roof, measured_cpu_roof, roof_for
+from codegen.roof import Roof, fma_chains, fma_loop_ir, measured_cpu_roof, roof_for
 from flexsched.cli import main
 from flexsched.target import get_target
 
@@ -40,3 +40,27 @@ def test_tune_reports_gb_per_second_and_the_binding_roof(capsys):
     summary = json.loads(out.strip().splitlines()[-1])
     assert summary["bound"] == "memory" and summary["best_gbps"] > 0
     assert summary["bytes"] == 4 * (256 + 256 + 256 * 256)
+
+
+def _stack_accesses(lanes, chains):
+    """Instructions of the FMA loop, compiled for the llvm target, that touch the stack (spills)."""
+    import llvmlite.binding as llvm
+
+    from codegen.cpu_backend import _target_machine, machine_of
+
+    module = llvm.parse_assembly(fma_loop_ir(lanes, chains))
+    assembly = _target_machine(machine_of(get_target("llvm"))).emit_assembly(module)
+    return [line for line in assembly.splitlines() if "rsp" in line and not line.lstrip().startswith((".", "#"))]
+
+
+def test_the_fma_roof_loop_keeps_every_chain_in_registers():
+    target = get_target("llvm")
+    chains = fma_chains(target.vector_registers)
+    assert chains >= 8   # two FMA pipes of four cycles' latency need eight chains in flight
+    assert _stack_accesses(target.vector_lanes, chains) == []
+    # The check sees a spill: more chains than registers must go to the stack.
+    assert _stack_accesses(target.vector_lanes, target.vector_registers + 2)
+
+
+def test_the_fma_chains_leave_registers_for_the_loop():
+    assert fma_chains(16) == 12 and fma_chains(32) == 16 and fma_chains(None) == 12
