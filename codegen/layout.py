@@ -26,9 +26,11 @@ from flexsched.schedule import physical_shape
 from .ir import Allocate, Buffer, For, Store, loop_var, map_exprs, map_stmts, seq
 
 
-# The conversion's innermost loop runs on vector lanes (gathering or scattering the transposed
-# side): on YOLO C9 blocked by 32 along k, the kernel with both conversions took 1.19x the time of
-# one taking W and O blocked, against 1.38x with scalar conversion loops.
+# The conversion's innermost loop runs on vector lanes: on YOLO C9 blocked by 32 along k, the kernel
+# with both conversions took 1.19x the time of one taking W and O blocked, against 1.38x with scalar
+# conversion loops. Where the loop just outside reads the source contiguously, the back end copies
+# square tiles through registers (codegen.llvm_backend's transposed copies), so neither side is
+# read or written a lane at a time.
 CONVERSION_VECTORS = True
 
 
@@ -188,28 +190,51 @@ def _check_fits(buffer, blockings):
 
 
 def _conversion(param, inside, blockings, to_inside):
-    """The loop nest copying a caller's array into its blocked workspace (or back out), over the
-    destination's order so the stores are contiguous; the outermost loop runs in parallel."""
+    """The loop nest copying a caller's array into its blocked workspace (or back out); the outermost
+    loop runs in parallel, the innermost is contiguous in the destination and runs on vector lanes.
+
+    Into the workspace, the loops follow the blocked order, so the block is innermost and the loop
+    around it is the caller's last dimension, contiguous in the source. Out of it, with one dimension
+    blocked that is not the last, the block's loop goes just outside the caller's last dimension, for
+    the same reason. Loops of one iteration are left out (their index is 0), so the two loops a
+    transposed copy needs sit next to each other."""
     if to_inside:
-        shape = inside.shape
-        variables = [loop_var(f"{inside.name}.c{d}", n) for d, n in enumerate(shape)]
+        variables = _loop_vars(inside.name, inside.shape)
         logical = list(variables[:len(param.shape)])
         for k, blocking in enumerate(blockings):
             logical[blocking.dim] = logical[blocking.dim] * blocking.block + variables[len(param.shape) + k]
         stmt = Store(inside, tuple(variables), Load(param, tuple(logical), param.dtype))
-    else:
-        shape = param.shape
-        variables = [loop_var(f"{param.name}.c{d}", n) for d, n in enumerate(shape)]
-        stmt = Store(param, tuple(variables), Load(inside, physical_indices(tuple(variables), blockings),
-                                                   param.dtype))
-    for depth in range(len(shape) - 1, -1, -1):
-        kind = "parallel" if depth == _parallel_depth(shape) else "serial"
-        if depth == len(shape) - 1 and CONVERSION_VECTORS and 1 < shape[depth] <= 64 and kind == "serial":
+        return _copy_nest(stmt, list(zip(variables, inside.shape)))
+    variables = _loop_vars(param.name, param.shape)
+    last = len(param.shape) - 1
+    if len(blockings) != 1 or blockings[0].dim == last:
+        stmt = Store(param, tuple(variables), Load(inside, physical_indices(tuple(variables), blockings), param.dtype))
+        return _copy_nest(stmt, list(zip(variables, param.shape)))
+    dim, block = blockings[0].dim, blockings[0].block
+    outer = loop_var(f"{param.name}.c{dim}o", param.shape[dim] // block)
+    inner = loop_var(f"{param.name}.c{dim}i", block)
+    logical = list(variables)
+    logical[dim] = outer * block + inner
+    stmt = Store(param, tuple(logical), Load(inside, physical_indices(tuple(logical), blockings), param.dtype))
+    loops = [(outer, outer.extent) if d == dim else (variables[d], param.shape[d]) for d in range(last)]
+    return _copy_nest(stmt, loops + [(inner, block), (variables[last], param.shape[last])])
+
+
+def _loop_vars(name, shape):
+    return [loop_var(f"{name}.c{d}", n) for d, n in enumerate(shape)]
+
+
+def _copy_nest(stmt, loops):
+    """stmt inside (variable, extent) loops, outermost first; one-iteration loops become index 0."""
+    trivial = {id(var): as_expr(0, "int64") for var, extent in loops if extent == 1}
+    if trivial:
+        stmt = map_exprs(stmt, lambda expr: transform(expr, lambda node: trivial.get(id(node))))
+    loops = [(var, extent) for var, extent in loops if extent > 1] or loops[-1:]
+    parallel = 0
+    for depth in range(len(loops) - 1, -1, -1):
+        var, extent = loops[depth]
+        kind = "parallel" if depth == parallel and extent > 1 else "serial"
+        if depth == len(loops) - 1 and CONVERSION_VECTORS and 1 < extent <= 64 and kind == "serial":
             kind = "vectorized"
-        stmt = For(variables[depth], shape[depth], kind, stmt)
+        stmt = For(var, extent, kind, stmt)
     return stmt
-
-
-def _parallel_depth(shape):
-    """The outermost loop with more than one iteration."""
-    return next((d for d, n in enumerate(shape) if n > 1), 0)

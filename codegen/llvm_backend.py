@@ -54,6 +54,22 @@ _CONTRACT = ("contract",)   # lets a multiply feeding an add fuse to an FMA, and
 _NO_WRAP = ("nsw",)        # a loop counter stays below its end: it never wraps
 
 
+def _transposed(builder, rows):
+    """The columns of N vectors of N lanes (N a power of two): log2(N) rounds of interleaving row k
+    with row k + N/2, low halves then high halves, transpose the square."""
+    count = len(rows)
+    half = count // 2
+    low = ir.Constant(ir.VectorType(_I32, count), [i // 2 + (count if i % 2 else 0) for i in range(count)])
+    high = ir.Constant(ir.VectorType(_I32, count), [half + i // 2 + (count if i % 2 else 0) for i in range(count)])
+    for _ in range(count.bit_length() - 1):
+        interleaved = []
+        for k in range(half):
+            interleaved += [builder.shuffle_vector(rows[k], rows[k + half], low),
+                            builder.shuffle_vector(rows[k], rows[k + half], high)]
+        rows = interleaved
+    return rows
+
+
 # ---------------------------------------------------------------- types
 
 def _llvm_type(dtype, lanes=None):
@@ -287,27 +303,103 @@ class _FunctionEmitter:
             self._unrolled(loop)
         elif loop.kind == "vectorized":
             self._vectorized(loop)
-        else:
+        elif not self._transposed_copy(loop):
             self._serial_loop(loop.var, _int64(0), _int64(loop.extent), loop.body)
 
     def _serial_loop(self, var, begin, end, body):
         """A counted loop; the counter is a phi, so no stack slot is needed."""
+        def emit(counter):
+            with self._bound(var, counter):
+                self.stmt(body)
+        self._counted_loop(var.name, begin, end, emit)
+
+    def _counted_loop(self, name, begin, end, emit):
+        """A loop counting from begin to end; emit(counter) emits its body."""
         builder = self.builder
         preheader = builder.block
-        head = builder.append_basic_block(f"{var.name}.head")
-        loop_body = builder.append_basic_block(f"{var.name}.body")
-        exit_block = builder.append_basic_block(f"{var.name}.exit")
+        head = builder.append_basic_block(f"{name}.head")
+        loop_body = builder.append_basic_block(f"{name}.body")
+        exit_block = builder.append_basic_block(f"{name}.exit")
         builder.branch(head)
         builder.position_at_end(head)
-        counter = builder.phi(_I64, name=var.name)
+        counter = builder.phi(_I64, name=name)
         counter.add_incoming(begin, preheader)
         builder.cbranch(builder.icmp_signed("<", counter, end), loop_body, exit_block)
         builder.position_at_end(loop_body)
-        with self._bound(var, counter):
-            self.stmt(body)
+        emit(counter)
         counter.add_incoming(builder.add(counter, _int64(1), flags=_NO_WRAP), builder.block)
         builder.branch(head)
         builder.position_at_end(exit_block)
+
+    # ------------------------------------------------------------ transposed copies
+
+    def _transposed_copy(self, loop):
+        """Emit a copy nest that transposes, as tiles through registers; False where it is none.
+
+        The nest is a serial loop around a vectorized one whose body copies an element, the source
+        contiguous along the outer loop and the destination along the inner one (a layout
+        conversion: codegen.layout). Lane by lane, each vector would be gathered from (or scattered
+        to) as many cache lines as it has lanes; instead an N x N tile is loaded as N vectors along
+        the outer loop, transposed by shuffles and stored as N vectors along the inner one. Outer
+        iterations past the last whole tile run as before."""
+        tile = self._transpose_tile(loop)
+        if tile is None:
+            return False
+        inner = loop.body
+        store, width = inner.body, tile
+        source, source_indices = store.value.tensor, access_indices(store.value)
+        target, target_indices = store.buffer, access_indices(store)
+        tiles = loop.extent // width
+        element = _llvm_type(target.dtype)
+
+        def element_at(buffer, indices, outer, inner_value):
+            with self._bound(loop.var, outer), self._bound(inner.var, inner_value):
+                flat = self._flat_index(buffer, indices)
+            return self._address(buffer, self._pointer_of(buffer), flat)
+
+        def emit(counter):
+            base = self.builder.mul(counter, _int64(width), flags=_NO_WRAP)
+            for column in range(0, inner.extent, width):
+                rows = [self.builder.load(element_at(source, source_indices, base, _int64(column + j)),
+                                          align=_ITEM_SIZES[source.dtype], typ=ir.VectorType(element, width))
+                        for j in range(width)]
+                for i, vector in enumerate(_transposed(self.builder, rows)):
+                    self.mb.count_store()
+                    outer = self.builder.add(base, _int64(i), flags=_NO_WRAP)
+                    self.builder.store(vector, element_at(target, target_indices, outer, _int64(column)),
+                                       align=_ITEM_SIZES[target.dtype])
+
+        self._counted_loop(f"{loop.var.name}.tile", _int64(0), _int64(tiles), emit)
+        if loop.extent % width:
+            self._serial_loop(loop.var, _int64(tiles * width), _int64(loop.extent), loop.body)
+        return True
+
+    def _transpose_tile(self, loop):
+        """The side N of the square tiles a loop's copy nest transposes by (a power of two of at least
+        4 lanes, at most a register, dividing the inner loop), or None where it is no such copy."""
+        inner = loop.body
+        if self.vector is not None or self.lane_guard is not None or loop.kind != "serial":
+            return None
+        if not (isinstance(inner, For) and inner.kind == "vectorized" and isinstance(inner.body, Store)):
+            return None
+        store = inner.body
+        load = store.value
+        if not isinstance(load, Load) or load.dtype != store.buffer.dtype or store.buffer.dtype not in _ITEM_SIZES:
+            return None
+        strides = {}
+        for name, buffer, indices in (("source", load.tensor, access_indices(load)),
+                                      ("target", store.buffer, access_indices(store))):
+            shape = self.shapes.get(buffer)
+            strides[name] = (flat_stride(buffer, indices, loop.var, shape),
+                             flat_stride(buffer, indices, inner.var, shape))
+        if strides["source"][0] != 1 or strides["target"][1] != 1 or 1 in (strides["source"][1], strides["target"][0]):
+            return None
+        if None in strides["source"] + strides["target"]:
+            return None
+        width = self.mb.register_lanes
+        while width >= 4 and (inner.extent % width or loop.extent < width):
+            width //= 2
+        return width if width >= 4 else None
 
     def _unrolled(self, loop):
         for step in range(loop.extent):
