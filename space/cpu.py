@@ -43,6 +43,12 @@ UNROLL_LIMITS = (0, 8, 32, 128, 512)
 # is copied, so strided rows become one dense panel. With a register tile, an S1 or S2 panel
 # is made outside the tile and feeds every tile inside that level.
 PACK_LEVELS = ("none", "R0", "S1", "S2")
+# How a tile vectorised along another axis than the output's last (k of NCHW: each input element
+# is broadcast to the lanes) stores an input one of its reduce loops indexes alone: as given, or
+# blocked along that dimension by the loop's innermost factor, so successive reduction steps read
+# neighbouring elements. As given, a 1x1 convolution's input moves a whole channel plane per step,
+# often a new page: on YOLO C3 (AVX2) the same kernel ran 1.2-1.6x faster on 2 MB pages.
+REDUCE_BLOCKING = ("none", "blocked")
 # Where a reducing node accumulates: into its output (the reduce levels interleave with the
 # spatial ones, per LEVEL_ORDERS), or into a register tile of its S3 loops, copied out once.
 ACCUMULATE = ("memory", "registers")
@@ -95,6 +101,8 @@ def knobs(info, target):
             axes = vector_axes(node, target)
             if len(axes) > 1:
                 result.append(ChoiceKnob(knob_name(node, "vector"), "layout", axes, ordered=False))
+                result += [ChoiceKnob(f"{node.name}.block.{tensor}", "layout", REDUCE_BLOCKING, ordered=False)
+                           for tensor in reduce_blockable(info, node)]
         if len(spatial) > 1:
             result.append(ChoiceKnob(knob_name(node, "fuse"), "fuse", tuple(range(1, len(spatial) + 1))))
         if _is_main(info, node):
@@ -160,6 +168,60 @@ def _layout_steps(info, node, axis, width, packed):
                 steps.append(Layout(access.tensor, position, width))
                 steps += [Layout(cache, position, width) for source, cache in packed if source == access.tensor]
                 break
+    return steps
+
+
+def reduce_blockable(info, node):
+    """{tensor: (dimension, reduce loop)} of the tensors a node reads whose dimension one of its split
+    reduce loops indexes alone: inputs, and producers that copy an input's dimension through (padding),
+    which may be stored themselves or inlined into the node."""
+    reduce_loops = {loop.name: loop for loop in split_loops(node.reduce)}
+    result = {}
+    for access in node.reads:
+        for position, index in enumerate(access.indices):
+            loop = reduce_loops.get(index.coefficients[0][0]) if len(index.coefficients) == 1 else None
+            if index.affine and loop and index.coefficients[0][1] == 1 and index.offset == 0:
+                source = _copied_input(info, access.tensor, position)
+                if source is not None:
+                    result.setdefault(access.tensor, (position, loop))
+                break
+    return result
+
+
+def _copied_input(info, tensor, position):
+    """The input a tensor's dimension comes from unchanged: the tensor itself if it is an input, the
+    input a single-read producer copies that dimension from; None otherwise."""
+    if tensor in info.inputs:
+        return tensor
+    producer = next((n for n in info.nodes if n.name == tensor), None)
+    if producer is None or producer.reduce or len(producer.reads) != 1:
+        return None
+    (access,) = producer.reads
+    index = access.indices[position] if position < len(access.indices) else None
+    own = producer.spatial[position].name if position < len(producer.spatial) else None
+    if access.tensor in info.inputs and index is not None and index.affine and index.coefficients == ((own, 1),) \
+            and len(access.indices) == len(producer.spatial):
+        return access.tensor
+    return None
+
+
+def _reduce_block_steps(info, node, config, blocked):
+    """Layout steps for the tensors the config blocks along a reduce loop (by that loop's innermost
+    factor, where it divides the dimension), skipping those blocked already; a producer inlined into
+    the node passes the blocking on to the input it copies."""
+    steps = []
+    for tensor, (position, loop) in reduce_blockable(info, node).items():
+        if config.get(f"{node.name}.block.{tensor}") != "blocked":
+            continue
+        factors = config[knob_name(node, "split", loop)]
+        width = factors[-1]
+        attached = producer_attachment(info, config, tensor)
+        stored = _copied_input(info, tensor, position) if attached == ATTACH_INLINE else tensor
+        if attached == ATTACH_AT or stored in blocked or width < 2 or math.prod(factors) != loop.extent:
+            continue
+        extent = next(t.shape[position] for t in info.tensors if t.name == stored)
+        if extent % width == 0:
+            steps.append(Layout(stored, position, width))
     return steps
 
 
@@ -297,7 +359,8 @@ def _register_tile_steps(info, target, node, config, caches):
     reads, places = _pack_steps(info, node, config, tokens, caches, tile_stage, levels)
     if axis != last_axis:
         packed = [(read.tensor, place.node) for read, place in zip(reads, places)]
-        places += _layout_steps(info, node, axis, extents[f"{axis}.3"], packed)
+        layouts = _layout_steps(info, node, axis, extents[f"{axis}.3"], packed)
+        places += layouts + _reduce_block_steps(info, node, config, {step.tensor for step in layouts})
     first = (reduce_nest + tile)[0]
     return [CacheWrite(node.name, "local")] + reads + steps + places, (tile_stage, first)
 

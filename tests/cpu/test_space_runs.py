@@ -95,3 +95,28 @@ def test_every_choice_of_graphs_outside_the_library(name, record_property):
     builds.sort(reverse=True)
     record_property("slowest_builds", builds[:3])
     print(f"{name}: {len(builds)} points, slowest builds {[round(t, 2) for t, _ in builds[:3]]} s")
+
+
+@pytest.mark.parametrize("kernel_size", [1, 3])
+def test_channel_vectorised_points_that_block_the_input_along_the_reduction(kernel_size):
+    """The input (or its padded copy) stored blocked along the channels the tile reduces over, with
+    the padding inlined or computed at root, and the channel split's innermost factor as the block."""
+    task = get_task("C2D", 1, 16, 16, 16, 32, kernel_size, 1, kernel_size // 2)
+    space = generate(analyze(task), "llvm")
+    lanes = space.target.vector_lanes
+    rng = np.random.default_rng(5)
+    checked = 0
+    for attach in ("inline", "root"):
+        if attach not in next(k.values for k in space.knobs if k.name == "pad.attach"):
+            continue   # a padding select is never inlined
+        for rc in ((1, 4, 4), (2, 1, 8), (1, 8, 2)):
+            config = space.config(space.random_point(rng)).to_dict()
+            config.update({"pad.attach": attach, "O.accumulate": "registers", "O.vector": "k",
+                           "O.split.k": (32, 1, 1, 1), "O.split.w": (16 // lanes, 1, 1, lanes), "O.split.rc": rc,
+                           "O.block.pad": "blocked"})
+            schedule = space.schedule(space.point(Config.from_dict(config)))
+            assert any(step.kind == "layout" and step.tensor in ("I", "pad") and step.block == rc[-1]
+                       for step in schedule.steps)
+            assert_matches_reference(task, build(task, schedule))
+            checked += 1
+    assert checked >= 3

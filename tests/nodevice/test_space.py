@@ -334,12 +334,31 @@ def test_a_register_tile_vectorised_along_the_channels_blocks_the_output_and_the
     lanes = get_target("llvm").vector_lanes   # 8 or 16: both divide the 32 output channels
     assert next(k.values for k in space.knobs if k.name == "O.vector") == ("w", "k")
     config = _cpu_config(space, O__accumulate="registers", O__vector="k", O__split__w=(-(-14 // lanes), 1, 1, lanes),
-                         O__split__k=(32, 1, 1, 1), O__pack__W="none")
+                         O__split__k=(32, 1, 1, 1), O__pack__W="none", O__block__pad="none")
     state = check_point(space, space.point(config))
     tile = state.stages["O.local"].loops
     assert tile[-1].name == "k" and tile[-1].annotation == "vectorize"
     assert {name: [(b.dim, b.block) for b in blockings] for name, blockings in state.layouts.items()} == \
         {"O": [(1, lanes)], "O.local": [(1, lanes)], "W": [(0, lanes)]}
+
+
+def test_a_channel_vectorised_tile_may_block_the_broadcast_input_along_its_reduction():
+    space = generate(analyze(get_task("C2D", 1, 8, 14, 14, 32, 1, 1, 0)), "llvm")
+    lanes = get_target("llvm").vector_lanes
+    names = [k.name for k in space.knobs if ".block." in k.name]
+    assert names == ["O.block.pad", "O.block.W"]   # the weights are blocked along k already when k is vectorised
+    base = dict(O__accumulate="registers", O__vector="k", O__split__w=(-(-14 // lanes), 1, 1, lanes),
+                O__split__k=(32, 1, 1, 1), O__pack__W="none", O__pack__pad="none", O__block__pad="blocked")
+    layouts = {}
+    for attach, rc in (("inline", (1, 2, 4)), ("root", (1, 2, 4)), ("inline", (1, 8, 1))):
+        config = _cpu_config(space, pad__attach=attach, O__split__rc=rc, **base)
+        state = check_point(space, space.point(config))
+        layouts[attach, rc] = {name: [(b.dim, b.block) for b in blockings] for name, blockings in state.layouts.items()
+                               if name in ("I", "pad", "W")}
+    # By the innermost reduction factor: the input itself where the padding is inlined, else the padded copy.
+    assert layouts["inline", (1, 2, 4)] == {"I": [(1, 4)], "W": [(0, lanes)]}
+    assert layouts["root", (1, 2, 4)] == {"pad": [(1, 4)], "W": [(0, lanes)]}
+    assert layouts["inline", (1, 8, 1)] == {"W": [(0, lanes)]}   # one channel per step: nothing to block
 
 
 def test_producer_inlined_into_several_consumers_is_not_computed_at_one_of_them():
