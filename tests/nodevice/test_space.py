@@ -367,3 +367,15 @@ def test_producer_inlined_into_several_consumers_is_not_computed_at_one_of_them(
     config = _cpu_config(space, row_max__attach="at", E__attach="inline")
     state = check_point(space, space.point(config))
     assert state.stages["row_max"].attach == "root"  # E reads it for both 'total' and 'S'
+
+
+def test_an_s0_panel_is_made_once_per_parallel_iteration_for_every_tile_inside_it():
+    space = generate(analyze(get_task("GMM", 64, 64, 64)), "llvm")
+    for accumulate in ("registers", "memory"):
+        for fuse, anchor in ((1, "j.0"), (2, "i.0+j.0")):
+            config = _cpu_config(space, O__accumulate=accumulate, O__fuse=fuse, O__pack__B="S0", O__pack__A="none",
+                                 O__split__i=(2, 2, 4, 4), O__split__j=(2, 1, 2, 16))
+            state = check_point(space, space.point(config))
+            panel = state.stages["B.local"]
+            # Just inside the S0 level (the parallel loop where it fuses the whole level), outside every tile.
+            assert panel.attach == "at" and panel.attach_to == ("O", anchor), (accumulate, fuse)
