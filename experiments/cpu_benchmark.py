@@ -117,9 +117,11 @@ def run_case(name, task, args, evaluator):
 
 
 def prepacked_kernel(task, schedule, inputs, reference):
-    """The best schedule with the inputs it stores blocked passed blocked by the caller (weights an
-    inference engine packs once), checked against the reference; None when it blocks no input."""
-    blocked = {step.tensor for step in schedule.steps if isinstance(step, Layout)} & {t.name for t in task.inputs}
+    """The best schedule with the weights it stores blocked passed blocked by the caller (as an inference
+    engine packs weights once), checked against the reference; None when it blocks no weight."""
+    # The weights: every input but the first, which is the activation in these cases (a convolution's I,
+    # GMM's A); an activation blocked inside the kernel is converted on every call, as in use.
+    blocked = {step.tensor for step in schedule.steps if isinstance(step, Layout)} & {t.name for t in task.inputs[1:]}
     if not blocked:
         return None
     kernel = build(task, with_blocked_interface(schedule, blocked))
