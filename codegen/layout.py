@@ -230,10 +230,9 @@ def _copy_nest(stmt, loops):
     if trivial:
         stmt = map_exprs(stmt, lambda expr: transform(expr, lambda node: trivial.get(id(node))))
     loops = [(var, extent) for var, extent in loops if extent > 1] or loops[-1:]
-    parallel = 0
     for depth in range(len(loops) - 1, -1, -1):
         var, extent = loops[depth]
-        kind = "parallel" if depth == parallel and extent > 1 else "serial"
+        kind = "parallel" if depth == 0 and extent > 1 else "serial"
         if depth == len(loops) - 1 and CONVERSION_VECTORS and 1 < extent <= 64 and kind == "serial":
             kind = "vectorized"
         stmt = For(var, extent, kind, stmt)

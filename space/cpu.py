@@ -43,13 +43,14 @@ UNROLL_LIMITS = (0, 8, 32, 128, 512)
 # is copied, so strided rows become one dense panel. With a register tile, an S0, S1 or S2 panel
 # is made outside the tile and feeds every tile inside that level; an S0 panel is made once per
 # iteration of the parallel loop, for every tile of it (YOLO C3 on AVX2: an input panel shared by
-# all 32 tiles along the output channels ran at 1.02x oneDNN, against 0.65x unpacked).
+# all 32 tiles along the output channels ran at 0.99x oneDNN, against 0.65x unpacked).
 PACK_LEVELS = ("none", "R0", "S0", "S1", "S2")
 # How a tile vectorised along another axis than the output's last (k of NCHW: each input element
 # is broadcast to the lanes) stores an input one of its reduce loops indexes alone: as given, or
 # blocked along that dimension by the loop's innermost factor, so successive reduction steps read
 # neighbouring elements. As given, a 1x1 convolution's input moves a whole channel plane per step,
-# often a new page: on YOLO C3 (AVX2) the same kernel ran 1.2-1.6x faster on 2 MB pages.
+# often a new page (a YOLO C3 tile reading its input so ran 1.2-1.6x faster with the input on 2 MB
+# pages); blocked, conversion included, the tile ran 1.07x faster (AVX2).
 REDUCE_BLOCKING = ("none", "blocked")
 # Where a reducing node accumulates: into its output (the reduce levels interleave with the
 # spatial ones, per LEVEL_ORDERS), or into a register tile of its S3 loops, copied out once.
@@ -104,7 +105,7 @@ def knobs(info, target):
             if len(axes) > 1:
                 result.append(ChoiceKnob(knob_name(node, "vector"), "layout", axes, ordered=False))
                 result += [ChoiceKnob(f"{node.name}.block.{tensor}", "layout", REDUCE_BLOCKING, ordered=False)
-                           for tensor in reduce_blockable(info, node)]
+                           for tensor in reduce_blockable(info, node) if _broadcast_by_some(node, tensor, axes[1:])]
         if len(spatial) > 1:
             result.append(ChoiceKnob(knob_name(node, "fuse"), "fuse", tuple(range(1, len(spatial) + 1))))
         if _is_main(info, node):
@@ -181,13 +182,20 @@ def reduce_blockable(info, node):
     result = {}
     for access in node.reads:
         for position, index in enumerate(access.indices):
-            loop = reduce_loops.get(index.coefficients[0][0]) if len(index.coefficients) == 1 else None
-            if index.affine and loop and index.coefficients[0][1] == 1 and index.offset == 0:
-                source = _copied_input(info, access.tensor, position)
-                if source is not None:
-                    result.setdefault(access.tensor, (position, loop))
+            reducing = reduce_loops.get(index.coefficients[0][0]) if len(index.coefficients) == 1 else None
+            if index.affine and reducing and index.coefficients[0][1] == 1 and index.offset == 0:
+                if _copied_input(info, access.tensor, position) is not None:
+                    result.setdefault(access.tensor, (position, reducing))
                 break
     return result
+
+
+def _broadcast_by_some(node, tensor, axes):
+    """Whether some of these vectorised axes leaves `tensor` unindexed, so a tile broadcasts it (one
+    that every such axis indexes is blocked along that axis instead: its block knob would be idle)."""
+    indexing = {name for access in node.reads if access.tensor == tensor
+                for index in access.indices for name, _ in index.coefficients}
+    return any(axis not in indexing for axis in axes)
 
 
 def _copied_input(info, tensor, position):
@@ -363,7 +371,7 @@ def _register_tile_steps(info, target, node, config, caches):
     tile_points = math.prod(tile_extent.get(name, 1) for name in unrolled) * vectors
     steps += unroll_steps(tile_stage, reduce_nest, extents, config[knob_name(node, "unroll")] // tile_points,
                           stop_at=set(tokens["R0"]))
-    # An R0 copy is made per reduction block inside the tile's nest; an S1 or S2 copy at the
+    # An R0 copy is made per reduction block inside the tile's nest; an S0, S1 or S2 copy at the
     # node's loop outside the tile, one packed panel shared by every register tile inside it.
     levels = {"R0": (tile_stage, tokens["R0"]), "S0": (node.name, _outer_level_anchor(nest, tokens, parallel)),
               "S1": (node.name, tokens["S1"]), "S2": (node.name, tokens["S2"])}

@@ -346,7 +346,13 @@ def test_a_channel_vectorised_tile_may_block_the_broadcast_input_along_its_reduc
     space = generate(analyze(get_task("C2D", 1, 8, 14, 14, 32, 1, 1, 0)), "llvm")
     lanes = get_target("llvm").vector_lanes
     names = [k.name for k in space.knobs if ".block." in k.name]
-    assert names == ["O.block.pad", "O.block.W"]   # the weights are blocked along k already when k is vectorised
+    assert names == ["O.block.pad"]   # W is indexed by k, the only other axis a tile may vectorise here
+    square = generate(analyze(get_task("C2D", 1, 8, 16, 16, 32, 1, 1, 0)), "llvm")
+    # 16 rows fill whole vectors: a tile vectorised along h broadcasts W.
+    assert [k.name for k in square.knobs if ".block." in k.name] == ["O.block.pad", "O.block.W"]
+    gmm = generate(analyze(get_task("GMM", 64, 64, 64)), "llvm")
+    # A is indexed by i, the only axis besides the last a tile vectorises: never broadcast, no knob.
+    assert [k.name for k in gmm.knobs if ".block." in k.name] == ["O.block.B"]
     base = dict(O__accumulate="registers", O__vector="k", O__split__w=(-(-14 // lanes), 1, 1, lanes),
                 O__split__k=(32, 1, 1, 1), O__pack__W="none", O__pack__pad="none", O__block__pad="blocked")
     layouts = {}
