@@ -342,11 +342,11 @@ class _FunctionEmitter:
         to) as many cache lines as it has lanes; instead an N x N tile is loaded as N vectors along
         the outer loop, transposed by shuffles and stored as N vectors along the inner one. Outer
         iterations past the last whole tile run as before."""
-        tile = self._transpose_tile(loop)
-        if tile is None:
+        width = self._transpose_tile(loop)
+        if width is None:
             return False
         inner = loop.body
-        store, width = inner.body, tile
+        store = inner.body
         source, source_indices = store.value.tensor, access_indices(store.value)
         target, target_indices = store.buffer, access_indices(store)
         tiles = loop.extent // width

@@ -176,24 +176,15 @@ def _fma_loop(lanes, chains):
     chains (the sink keeps LLVM from deleting them); ctypes drops the GIL while it runs."""
     import llvmlite.binding as llvm
 
+    from .cpu_backend import _target_machine   # this host's CPU and features, as kernels are built for
+
     module = llvm.parse_assembly(fma_loop_ir(lanes, chains))
     module.verify()
-    engine = llvm.create_mcjit_compiler(module, host_machine())
+    engine = llvm.create_mcjit_compiler(module, _target_machine())
     engine.finalize_object()
     function = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_void_p)(engine.get_function_address("fma_loop"))
     _keep_alive.append(engine)
     return lambda iterations, sink: function(iterations, ctypes.addressof(sink))
-
-
-def host_machine():
-    """An LLVM target machine for this host's CPU and all its features."""
-    import llvmlite.binding as llvm
-
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    target = llvm.Target.from_default_triple()
-    return target.create_target_machine(cpu=llvm.get_host_cpu_name(),
-                                        features=llvm.get_host_cpu_features().flatten(), opt=2)
 
 
 def fma_loop_ir(lanes, chains):

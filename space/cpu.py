@@ -203,7 +203,7 @@ def _copied_input(info, tensor, position):
     input a single-read producer copies that dimension from; None otherwise."""
     if tensor in info.inputs:
         return tensor
-    producer = next((n for n in info.nodes if n.name == tensor), None)
+    producer = next((n for n in info.nodes if n.name == tensor), None)   # None: not computed here
     if producer is None or producer.reduce or len(producer.reads) != 1:
         return None
     (access,) = producer.reads
@@ -229,8 +229,7 @@ def _reduce_block_steps(info, node, config, blocked):
         stored = _copied_input(info, tensor, position) if attached == ATTACH_INLINE else tensor
         if attached == ATTACH_AT or stored in blocked or width < 2 or math.prod(factors) != loop.extent:
             continue
-        extent = next(t.shape[position] for t in info.tensors if t.name == stored)
-        if extent % width == 0:
+        if info.tensor(stored).shape[position] % width == 0:
             steps.append(Layout(stored, position, width))
     return steps
 
