@@ -20,7 +20,7 @@ from fake_evaluator import FakeEvaluator, ScriptedEvaluator, fake_seconds
 from flexsched.cli import main
 from flexsched.registry import get_task
 from flexsched.target import get_target
-from space import generate
+from space import Config, generate
 
 GMM = get_task("GMM", 64, 64, 64)
 CONV = get_task("C2D", 1, 4, 8, 8, 4, 3, 1, 1)  # its padding node's knobs are dead when inlined
@@ -291,6 +291,37 @@ def test_each_other_tasks_best_config_moves_to_this_space(tmp_path):
     assert points == [space_of(GMM).nearest_point(other.config)]
     other_cpu = get_target("llvm -mcpu=skylake" if get_target("llvm").cpu != "skylake" else "llvm -mcpu=znver4")
     assert transferred_points(space_of(GMM), records, GMM, other_cpu, count=4) == []
+
+
+def test_a_config_carries_over_across_knobs_only_some_shapes_have(tmp_path):
+    from explore.transfer import transferred_points
+
+    lanes = get_target("llvm").vector_lanes
+    # Output rows a multiple of the vector width offer a vectorised-axis knob and a blocking knob;
+    # one row more offers neither. A 1x1 convolution has no kernel loops to split.
+    rows_blockable = get_task("C2D", 1, 4, 2 * lanes, 2 * lanes, 4, 3, 1, 1)
+    rows_odd = get_task("C2D", 1, 4, 2 * lanes + 1, 2 * lanes + 1, 4, 3, 1, 1)
+    pointwise = get_task("C2D", 1, 4, 2 * lanes + 1, 2 * lanes + 1, 4, 1, 1, 0)
+    extra = {knob.name for knob in space_of(rows_blockable).knobs} - {knob.name for knob in space_of(rows_odd).knobs}
+    assert "O.vector" in extra and any(name.startswith("O.block.") for name in extra)
+    log = tmp_path / "network.jsonl"
+    blockable, _ = tune(rows_blockable, trials=10, log=str(log))
+    odd, _ = tune(rows_odd, trials=10, log=str(log))
+    tune(pointwise, trials=10, log=str(log))
+    records, target = load_records(log), get_target("llvm")
+
+    (into_odd,) = transferred_points(space_of(rows_odd), records, rows_odd, target, count=1)
+    shared = {name: value for name, value in blockable.config.to_dict().items() if name not in extra}
+    assert into_odd == space_of(rows_odd).nearest_point(Config.from_dict(shared))  # the knobs it lacks dropped
+    (into_blockable,) = transferred_points(space_of(rows_blockable), records, rows_blockable, target, count=4)
+    config, knobs = space_of(rows_blockable).config(into_blockable), space_of(rows_blockable).knobs
+    assert all(config[knob.name] == knob.values[0] for knob in knobs if knob.name in extra)
+    assert config["O.split.k"] == space_of(rows_blockable).config(
+        space_of(rows_blockable).nearest_point(Config.from_dict({**odd.config.to_dict(), **{
+            knob.name: knob.values[0] for knob in knobs if knob.name in extra}})))["O.split.k"]
+    # The 3x3 layers' configs carry over to the 1x1 one; its config lacks their kernel splits.
+    assert len(transferred_points(space_of(pointwise), records, pointwise, target, count=4)) == 2
+    assert len(transferred_points(space_of(rows_odd), records, rows_odd, target, count=4)) == 1
 
 
 def test_carried_over_starts_are_measured_first_beside_random_ones(tmp_path):
