@@ -2,12 +2,13 @@
 same target (another layer of the same network, the same operator at another shape), moved to the
 nearest point of this task's space and measured among the search's first starts.
 
-A config carries over where this task's space splits no loop the config does not: each knob keeps
+A config carries over where it splits every loop this task's space splits: each knob keeps
 its value where this space offers it, else takes the nearest (split factors by ratio, ordered
 choices by ratio). Knobs that only some shapes have may differ. A knob this space lacks is dropped
 (a 1x1 convolution has no kernel loops to split; the CPU offers blocking an input only where an
-extent is a multiple of the vector width); a choice knob the config lacks takes its first value,
-which is what a space without that knob does. A config without one of this space's splits (a 1x1
+extent is a multiple of the vector width); a choice knob the config lacks takes its first value
+(for the knobs that come and go with the shape, blocking an input and the vectorised axis, that
+is what a space without the knob does). A config without one of this space's splits (a 1x1
 convolution's, for a 3x3 one; another operator's) is skipped. On an AVX2 host, YOLO C4's best
 (56x56, which has a knob for blocking the weights) moved to C8 (28x28, which has none) ran at 0.93
 of oneDNN, against 0.48 for C8's own search, to which no earlier layer had carried over.
