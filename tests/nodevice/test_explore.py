@@ -302,7 +302,8 @@ def test_a_config_carries_over_across_knobs_only_some_shapes_have(tmp_path):
     rows_blockable = get_task("C2D", 1, 4, 2 * lanes, 2 * lanes, 4, 3, 1, 1)
     rows_odd = get_task("C2D", 1, 4, 2 * lanes + 1, 2 * lanes + 1, 4, 3, 1, 1)
     pointwise = get_task("C2D", 1, 4, 2 * lanes + 1, 2 * lanes + 1, 4, 1, 1, 0)
-    extra = {knob.name for knob in space_of(rows_blockable).knobs} - {knob.name for knob in space_of(rows_odd).knobs}
+    blockable_space, odd_space, pointwise_space = space_of(rows_blockable), space_of(rows_odd), space_of(pointwise)
+    extra = {knob.name for knob in blockable_space.knobs} - {knob.name for knob in odd_space.knobs}
     assert "O.vector" in extra and any(name.startswith("O.block.") for name in extra)
     log = tmp_path / "network.jsonl"
     blockable, _ = tune(rows_blockable, trials=10, log=str(log))
@@ -310,18 +311,18 @@ def test_a_config_carries_over_across_knobs_only_some_shapes_have(tmp_path):
     tune(pointwise, trials=10, log=str(log))
     records, target = load_records(log), get_target("llvm")
 
-    (into_odd,) = transferred_points(space_of(rows_odd), records, rows_odd, target, count=1)
+    (into_odd,) = transferred_points(odd_space, records, rows_odd, target, count=1)
     shared = {name: value for name, value in blockable.config.to_dict().items() if name not in extra}
-    assert into_odd == space_of(rows_odd).nearest_point(Config.from_dict(shared))  # the knobs it lacks dropped
-    (into_blockable,) = transferred_points(space_of(rows_blockable), records, rows_blockable, target, count=4)
-    config, knobs = space_of(rows_blockable).config(into_blockable), space_of(rows_blockable).knobs
-    assert all(config[knob.name] == knob.values[0] for knob in knobs if knob.name in extra)
-    assert config["O.split.k"] == space_of(rows_blockable).config(
-        space_of(rows_blockable).nearest_point(Config.from_dict({**odd.config.to_dict(), **{
-            knob.name: knob.values[0] for knob in knobs if knob.name in extra}})))["O.split.k"]
+    assert into_odd == odd_space.nearest_point(Config.from_dict(shared))  # the knobs it lacks dropped
+    (into_blockable,) = transferred_points(blockable_space, records, rows_blockable, target, count=4)
+    config = blockable_space.config(into_blockable)
+    first_values = {knob.name: knob.values[0] for knob in blockable_space.knobs if knob.name in extra}
+    assert all(config[name] == value for name, value in first_values.items())
+    filled = Config.from_dict({**odd.config.to_dict(), **first_values})
+    assert config["O.split.k"] == blockable_space.config(blockable_space.nearest_point(filled))["O.split.k"]
     # The 3x3 layers' configs carry over to the 1x1 one; its config lacks their kernel splits.
-    assert len(transferred_points(space_of(pointwise), records, pointwise, target, count=4)) == 2
-    assert len(transferred_points(space_of(rows_odd), records, rows_odd, target, count=4)) == 1
+    assert len(transferred_points(pointwise_space, records, pointwise, target, count=4)) == 2
+    assert len(transferred_points(odd_space, records, rows_odd, target, count=4)) == 1
 
 
 def test_carried_over_starts_are_measured_first_beside_random_ones(tmp_path):
