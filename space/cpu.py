@@ -88,12 +88,22 @@ def _innermost_bounds(node, levels, target):
             lambda loop: outer + (floors.get(loop.name),))
 
 
+def _register_rows(node):
+    """Which spatial loops of a reducing node may take a register tile's row count that does not
+    divide their extent (6 rows of 16 lanes over 1024: 12 accumulators, where the divisors offer
+    8 or 16; the last tile is guarded, and the lowering peels it off): all but the last, whose
+    remainder the vector lanes mask."""
+    last = split_loops(node.spatial)[-1].name if split_loops(node.spatial) else None
+    return lambda loop: loop.name != last
+
+
 def knobs(info, target):
     result = []
     for node in info.nodes:
         spatial = split_loops(node.spatial)
         levels = SPATIAL_LEVELS if _is_main(info, node) else PRODUCER_LEVELS
-        result += split_knobs(node, node.spatial, levels, *_innermost_bounds(node, levels, target))
+        result += split_knobs(node, node.spatial, levels, *_innermost_bounds(node, levels, target),
+                              padded_inner_of=_register_rows(node) if node.reduce else None)
         if _is_main(info, node):
             result += split_knobs(node, node.reduce, REDUCE_LEVELS)
             if split_loops(node.reduce):

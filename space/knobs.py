@@ -73,6 +73,23 @@ def _guarded_factorisations(extent, caps):
     return found
 
 
+def _padded_inner_factorisations(extent, caps):
+    """Splits whose innermost factor does not divide the extent: the tiles, ceil-divided, run at
+    one outer level (the others 1), and only the last tile is guarded (a register tile of 6 rows
+    over 1024 rows; the lowering peels that tile off, see codegen.peel). One level, not every
+    factorisation of the tile count: those would mostly add odd factors (171 = 9 x 19) that crowd
+    the knob's moves."""
+    found = []
+    for inner in range(2, (caps[-1] or 0) + 1):
+        tiles = _ceil_div(extent, inner)
+        if extent % inner == 0 or tiles * inner * 100 > GUARD_SLACK_PERCENT * extent:
+            continue
+        for level, cap in enumerate(caps[:-1]):
+            if cap is None or tiles <= cap:
+                found.append(tuple(tiles if position == level else 1 for position in range(len(caps) - 1)) + (inner,))
+    return found
+
+
 def _as_tuples(value):
     """Lists become tuples, so that values read back from JSON are found."""
     if isinstance(value, (list, tuple)):
@@ -179,7 +196,7 @@ class _Knob:
 class SplitKnob(_Knob):
     """How a loop of trip count extent is split into parts factors, outer to inner."""
 
-    def __init__(self, name, extent, parts, caps=None, guarded=True, floors=None):
+    def __init__(self, name, extent, parts, caps=None, guarded=True, floors=None, padded_inner=False):
         self._set_name(name, "split")
         self.extent = self._positive_int("extent", extent)
         self.parts = self._positive_int("parts", parts)
@@ -188,6 +205,8 @@ class SplitKnob(_Knob):
         self.guarded = bool(guarded)
         exact = sorted(_factorisations(self.extent, self.caps))
         padded = sorted(_guarded_factorisations(self.extent, self.caps)) if self.guarded else []
+        if self.guarded and padded_inner and self.parts > 1:
+            padded += sorted(set(_padded_inner_factorisations(self.extent, self.caps)) - set(padded))
         values = [value for value in exact + padded
                   if all(floor is None or factor >= floor for factor, floor in zip(value, self.floors))]
         if not values:

@@ -43,11 +43,13 @@ def attach_knob(info, node, allow_at, inline_guarded=True):
     return ChoiceKnob(knob_name(node, "attach"), "attach", values, ordered=False) if len(values) > 1 else None
 
 
-def split_knobs(node, loops, parts, caps_of=None, floors_of=None):
+def split_knobs(node, loops, parts, caps_of=None, floors_of=None, padded_inner_of=None):
     """A SplitKnob per loop with extent > 1; caps_of(loop) / floors_of(loop) give the per-part
-    largest / smallest factors, or None."""
+    largest / smallest factors, or None; padded_inner_of(loop) whether its innermost factor may
+    leave a remainder tile (SplitKnob's padded_inner)."""
     return [SplitKnob(knob_name(node, "split", loop), loop.extent, parts, caps=caps_of(loop) if caps_of else None,
-                      floors=floors_of(loop) if floors_of else None) for loop in split_loops(loops)]
+                      floors=floors_of(loop) if floors_of else None,
+                      padded_inner=bool(padded_inner_of and padded_inner_of(loop))) for loop in split_loops(loops)]
 
 
 def attachment(info, config, node):
