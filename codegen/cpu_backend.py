@@ -21,8 +21,8 @@ from codegen.backend import Backend, CompileReport, register_backend
 from codegen.code_size import MAX_EMITTED_INSTRUCTIONS, MAX_EMITTED_STORES, emitted_copies, roll_to_fit
 from codegen.ir import CodegenError, PrimFunc
 from codegen.legalize import legalize
-from codegen.peel import peel_tails
 from codegen.llvm_backend import InstructionLimitReached, ModuleBuilder, check_loops, signature, written_buffers
+from codegen.peel import peel_tails
 from flexsched import cpus
 from flexsched.errors import EvaluationError
 

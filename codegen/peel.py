@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from flexsched.affine import interval
-from flexsched.expr import Compare, Const, IterVar, Logical, transform
+from flexsched.expr import Compare, Const, IterVar, Logical, iter_vars_of, transform
 
 from .ir import Allocate, For, IfThenElse, PrimFunc, Seq, loop_var, map_exprs, map_stmts, seq
 
@@ -108,9 +108,7 @@ def _holds(cond, ranges=None):
 
 
 def _uses(expr, name):
-    found = []
-    transform(expr, lambda node: found.append(node) if isinstance(node, IterVar) and node.name == name else None)
-    return bool(found)
+    return any(var.name == name for var in iter_vars_of(expr))
 
 
 def _substitute(stmt, name, value):

@@ -93,8 +93,8 @@ def _register_rows(node):
     divide their extent (6 rows of 16 lanes over 1024: 12 accumulators, where the divisors offer
     8 or 16; the last tile is guarded, and the lowering peels it off): all but the last, whose
     remainder the vector lanes mask."""
-    last = split_loops(node.spatial)[-1].name if split_loops(node.spatial) else None
-    return lambda loop: loop.name != last
+    loops = split_loops(node.spatial)
+    return lambda loop: loop is not loops[-1]
 
 
 def knobs(info, target):
