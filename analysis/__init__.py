@@ -1,5 +1,6 @@
 """Static analysis: the mini-graph of a computation and each node's loops and accesses."""
 
+from flexsched.merge_axes import merge_contiguous_axes
 from flexsched.tensor import Tensor
 
 from .access import read_accesses, write_access
@@ -20,6 +21,8 @@ def analyze(target):
     else:
         outputs = tuple(target)
         label = ", ".join(t.name for t in outputs)
+    merged = merge_contiguous_axes(outputs)   # the computation as the schedules see it
+    outputs = tuple(merged[t.name] for t in outputs)
     graph = mini_graph(outputs)
     order = post_order(graph, outputs)
     tensors = {name: graph.nodes[name]["tensor"] for name in order}

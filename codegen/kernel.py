@@ -10,6 +10,7 @@ from dataclasses import replace
 import numpy as np
 
 from analysis import analyze
+from flexsched.errors import EvaluationError
 from flexsched.schedule import Schedule
 from flexsched.target import get_target
 
@@ -42,9 +43,21 @@ class Kernel:
 
     @property
     def params(self):
-        """The user-visible parameters: inputs, then outputs."""
+        """The user-visible parameters: inputs, then outputs, in the caller's shapes."""
+        views = self._views
+        return tuple(replace(b, shape=views[b.name]) if b.name in views else b for b in self._kernel_params)
+
+    @property
+    def _kernel_params(self):
+        """The parameters as the compiled code declares them (merged axes merged)."""
         count = len(self.lowered.inputs) + len(self.lowered.outputs)
         return self.lowered.func.params[:count]
+
+    @property
+    def _views(self):
+        """{name: caller's shape} of the parameters passed as a reshape of the kernel's (not blocked)."""
+        blocked = self.blocked
+        return {name: shape for name, shape in self.lowered.views if name not in blocked}
 
     def __call__(self, *arrays):
         if len(arrays) != len(self.params):
@@ -54,6 +67,10 @@ class Kernel:
         if workspaces is None:
             workspaces = self._local.workspaces = [self.backend.empty(b.shape, b.dtype)
                                                    for b in self.lowered.workspaces]
+        views = self._views
+        if views:
+            arrays = [_reshaped(array, b.name, views[b.name], b.shape) if b.name in views else array
+                      for array, b in zip(arrays, self._kernel_params)]
         self.compiled(*arrays, *workspaces)
 
     @property
@@ -86,23 +103,27 @@ class Kernel:
 
     def _blocked_inputs(self, inputs):
         """Caller's input arrays, the ones the interface takes blocked converted to that layout."""
-        blocked = self.blocked
-        return [to_blocked(array, blocked[b.name].blockings) if b.name in blocked else array
+        blocked, views = self.blocked, dict(self.lowered.views)
+        return [to_blocked(_logical(array, blocked[b.name].logical_shape if b.name in views else None),
+                           blocked[b.name].blockings) if b.name in blocked else array
                 for b, array in zip(self.params, inputs)]
 
     def _logical_outputs(self, outputs):
         """Output arrays in the caller's layout (the blocked ones converted back)."""
-        blocked = self.blocked
+        blocked, views = self.blocked, dict(self.lowered.views)
         params = self.params[len(self.params) - len(outputs):]
-        return [from_blocked(array, blocked[b.name].logical_shape, blocked[b.name].blockings)
-                if b.name in blocked else array for b, array in zip(params, outputs)]
+        return [_logical(from_blocked(array, blocked[b.name].logical_shape, blocked[b.name].blockings),
+                         views.get(b.name)) if b.name in blocked else _logical(array, views.get(b.name))
+                for b, array in zip(params, outputs)]
 
     def emulate(self, *inputs):
         """Outputs for these numpy inputs, computed by interpreting the kernel's loop IR on this
         CPU (a GPU kernel's threads run in barrier-separated phases, races reported)."""
         from .interpret import run
 
-        inputs = self._blocked_inputs(inputs)
+        views = self._views
+        inputs = [np.ascontiguousarray(array).reshape(b.shape) if b.name in views else array
+                  for array, b in zip(self._blocked_inputs(inputs), self._kernel_params)]
         arrays = [*inputs, *(np.empty(b.shape, dtype=b.dtype) for b in self.lowered.func.params[len(inputs):])]
         run(self.lowered.func, arrays)
         return self._logical_outputs(arrays[len(inputs):len(self.params)])
@@ -136,6 +157,21 @@ class Kernel:
             raise ValueError(f"save() writes a CPU shared library; a {self.target.name} kernel's code is in "
                              "kernel.source")
         return save_shared_library(self, directory, name)
+
+
+def _reshaped(array, name, caller_shape, shape):
+    """A caller's array as the kernel's parameter of merged axes: the same memory, reshaped."""
+    if tuple(array.shape) != tuple(caller_shape):
+        raise EvaluationError(f"argument '{name}' has shape {tuple(array.shape)}, expected {tuple(caller_shape)}")
+    contiguous = array.is_contiguous() if hasattr(array, "is_contiguous") else array.flags.c_contiguous
+    if not contiguous:
+        raise EvaluationError(f"argument '{name}' is not C-contiguous")
+    return array.reshape(shape)
+
+
+def _logical(array, shape):
+    """array reshaped to `shape` where one is given (between merged axes and the caller's)."""
+    return array if shape is None or tuple(array.shape) == tuple(shape) else array.reshape(shape)
 
 
 def build(task, schedule=None, target="llvm", name=None):

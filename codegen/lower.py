@@ -23,7 +23,7 @@ from flexsched.affine import interval, monotone_span, split_terms
 from flexsched.errors import FlexschedError
 from flexsched.expr import (Binary, Call, Cast, Compare, Const, IterVar, Load, Logical, Reduce, Select,
                             as_expr, binary, iter_vars_of, walk)
-from flexsched.reference import topological_order
+from flexsched.merge_axes import merge_contiguous_axes
 from flexsched.tensor import Tensor
 
 from .ir import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, loop_var, seq
@@ -46,6 +46,7 @@ class Lowered:
     outputs: tuple
     workspaces: tuple  # Buffers the caller allocates for intermediate stages at root
     blocked: tuple = ()  # layout.BlockedParam of each input or output passed in a blocked layout
+    views: tuple = ()    # (name, the caller's shape) of each input or output whose axes merged (a reshape)
 
 
 @dataclass
@@ -68,15 +69,15 @@ class _Nest:
 
 def lower(task, state, name="kernel"):
     """The Lowered kernel of task under the ScheduleState state."""
-    tensors = {t.name: t for t in topological_order(task.outputs)}
+    tensors = merge_contiguous_axes(tuple(task.outputs))   # as analyze() gave them to the schedule
     nests = {stage_name: _define(stage, tensors, state) for stage_name, stage in state.stages.items()
              if stage.attach != "inline"}
     inlined = {s.name: _define(s, tensors, state) for s in state.stages.values() if s.attach == "inline"}
     outputs = {t.name for t in task.outputs}
     for nest in _consumers_first(nests):
         _infer_region(nest, nests, tensors, inlined)
-    params = {t.name: Buffer(t.name, t.shape, t.dtype) for t in task.inputs}
-    params.update({t.name: Buffer(t.name, t.shape, t.dtype) for t in task.outputs})
+    interface = (*task.inputs, *task.outputs)
+    params = {t.name: Buffer(t.name, tensors.get(t.name, t).shape, t.dtype) for t in interface}
     workspaces = []
     for nest in nests.values():
         _split_axes(nest)
@@ -98,7 +99,8 @@ def lower(task, state, name="kernel"):
     inputs, outputs = tuple(t.name for t in task.inputs), tuple(t.name for t in task.outputs)
     layouts = {_ident(name): blockings for name, blockings in state.layouts.items()}
     func, blocked, _ = apply_layouts(PrimFunc(name, tuple(ordered), body), layouts, inputs, outputs)
-    return Lowered(func, inputs, outputs, func.params[len(inputs) + len(outputs):], blocked)
+    views = tuple((t.name, t.shape) for t in interface if params[t.name].shape != t.shape)
+    return Lowered(func, inputs, outputs, func.params[len(inputs) + len(outputs):], blocked, views)
 
 
 def _root_order(nests, inlined):

@@ -8,8 +8,9 @@ choices by ratio). Knobs that only some shapes have may differ. A knob this spac
 (a 1x1 convolution has no kernel loops to split; the CPU offers blocking an input only where an
 extent is a multiple of the vector width); a choice knob the config lacks takes its first value
 (for the knobs that come and go with the shape, blocking an input and the vectorised axis, that
-is what a space without the knob does). A config without one of this space's splits (a 1x1
-convolution's, for a 3x3 one; another operator's) is skipped. On an AVX2 host, YOLO C4's best
+is what a space without the knob does). A config without one of this space's splits (a 3x3
+convolution's for a 1x1 one, whose rows and columns merge into one axis, and the other way round;
+another operator's) is skipped. On an AVX2 host, YOLO C4's best
 (56x56, which has a knob for blocking the weights) moved to C8 (28x28, which has none) ran at 0.93
 of oneDNN, against 0.48 for C8's own search, to which no earlier layer had carried over.
 """

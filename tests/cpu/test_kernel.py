@@ -165,3 +165,37 @@ def test_a_blocked_interface_shows_in_the_signature_and_the_c_header(tmp_path):
     np.testing.assert_allclose(kernel.run(*inputs)[0], task.evaluate(*inputs)[0], rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="takes B blocked at its interface"):
         torch_op(kernel)
+
+
+@pytest.fixture(scope="module")
+def pointwise_conv():
+    """A 1x1 convolution, whose rows and columns merge into one axis inside the kernel."""
+    task = get_task("C2D", 1, 8, 6, 5, 4, 1, 1, 0)
+    space = generate(analyze(task), "llvm")
+    return task, build(task, space.schedule(space.random_point(2)))
+
+
+def test_merged_axes_keep_the_callers_shapes_at_the_interface(pointwise_conv):
+    task, kernel = pointwise_conv
+    assert kernel.signature == "I: float32[1, 8, 6, 5], W: float32[4, 8, 1, 1], O: float32[1, 4, 6, 5]"
+    inputs = task.random_inputs(1)
+    expected = task.evaluate(*inputs)[0]
+    (out,) = kernel.run(*inputs)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+    written = torch.zeros(1, 4, 6, 5)
+    kernel(*(torch.from_numpy(a) for a in inputs), written)   # in place, through a reshaped view
+    np.testing.assert_allclose(written.numpy(), expected, rtol=1e-4, atol=1e-4)
+    (emulated,) = kernel.emulate(*inputs)
+    np.testing.assert_allclose(emulated, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("arrays, message", [
+    (lambda i, w, o: (i.reshape(1, 8, 30), w, o), r"argument 'I' has shape \(1, 8, 30\), expected \(1, 8, 6, 5\)"),
+    (lambda i, w, o: (i, w, np.zeros((1, 4, 5, 6), np.float32).transpose(0, 1, 3, 2)),
+     "argument 'O' is not C-contiguous"),
+])
+def test_a_merged_argument_of_the_wrong_shape_or_strides_is_refused_by_name(pointwise_conv, arrays, message):
+    task, kernel = pointwise_conv
+    i, w = task.random_inputs(1)
+    with pytest.raises(ValueError, match=message):
+        kernel(*arrays(i, w, np.zeros((1, 4, 6, 5), np.float32)))

@@ -332,8 +332,9 @@ def test_cpu_vectorises_the_output_contiguous_loop_and_never_inlines_a_guarded_p
 def test_a_register_tile_vectorised_along_the_channels_blocks_the_output_and_the_weights():
     space = generate(analyze(get_task("C2D", 1, 8, 14, 14, 32, 1, 1, 0)), "llvm")
     lanes = get_target("llvm").vector_lanes   # 8 or 16: both divide the 32 output channels
-    assert next(k.values for k in space.knobs if k.name == "O.vector") == ("w", "k")
-    config = _cpu_config(space, O__accumulate="registers", O__vector="k", O__split__w=(-(-14 // lanes), 1, 1, lanes),
+    # A 1x1 convolution's rows and columns merge into one axis, hw (flexsched.merge_axes).
+    assert next(k.values for k in space.knobs if k.name == "O.vector") == ("hw", "k")
+    config = _cpu_config(space, O__accumulate="registers", O__vector="k", O__split__hw=(-(-196 // lanes), 1, 1, lanes),
                          O__split__k=(32, 1, 1, 1), O__pack__W="none", O__block__pad="none")
     state = check_point(space, space.point(config))
     tile = state.stages["O.local"].loops
@@ -347,13 +348,14 @@ def test_a_channel_vectorised_tile_may_block_the_broadcast_input_along_its_reduc
     lanes = get_target("llvm").vector_lanes
     names = [k.name for k in space.knobs if ".block." in k.name]
     assert names == ["O.block.pad"]   # W is indexed by k, the only other axis a tile may vectorise here
-    square = generate(analyze(get_task("C2D", 1, 8, 16, 16, 32, 1, 1, 0)), "llvm")
-    # 16 rows fill whole vectors: a tile vectorised along h broadcasts W.
+    square = generate(analyze(get_task("C2D", 1, 8, 16, 16, 32, 3, 1, 1)), "llvm")
+    # 16 rows fill whole vectors: a tile vectorised along h broadcasts W. (A 3x3 window keeps h
+    # apart; a 1x1 convolution's h and w merge into one axis, flexsched.merge_axes.)
     assert [k.name for k in square.knobs if ".block." in k.name] == ["O.block.pad", "O.block.W"]
     gmm = generate(analyze(get_task("GMM", 64, 64, 64)), "llvm")
     # A is indexed by i, the only axis besides the last a tile vectorises: never broadcast, no knob.
     assert [k.name for k in gmm.knobs if ".block." in k.name] == ["O.block.B"]
-    base = dict(O__accumulate="registers", O__vector="k", O__split__w=(-(-14 // lanes), 1, 1, lanes),
+    base = dict(O__accumulate="registers", O__vector="k", O__split__hw=(-(-196 // lanes), 1, 1, lanes),
                 O__split__k=(32, 1, 1, 1), O__pack__W="none", O__pack__pad="none", O__block__pad="blocked")
     layouts = {}
     for attach, rc in (("inline", (1, 2, 4)), ("root", (1, 2, 4)), ("inline", (1, 8, 1))):
