@@ -1,6 +1,6 @@
 """Time hand-picked schedules of one benchmark case against PyTorch, side by side, without searching.
 
-Run:  .venv/bin/python experiments/cpu_points.py experiments/points/c3_panels.json --rounds 9
+Run:  .venv/bin/python experiments/cpu_points.py experiments/points/c7_merged_tiles.json --rounds 9
 
 The file names a case of cpu_benchmark.py and a few schedules (lists of steps, as a record or a
 results file holds them). Each is built, checked against the reference evaluator (a wrong one is
