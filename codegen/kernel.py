@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import time
@@ -41,7 +42,7 @@ class Kernel:
         # calls from several threads run at once (the back ends release the GIL).
         self._local = threading.local()
 
-    @property
+    @functools.cached_property
     def params(self):
         """The user-visible parameters: inputs, then outputs, in the caller's shapes."""
         views = self._views
@@ -53,9 +54,10 @@ class Kernel:
         count = len(self.lowered.inputs) + len(self.lowered.outputs)
         return self.lowered.func.params[:count]
 
-    @property
+    @functools.cached_property
     def _views(self):
-        """{name: caller's shape} of the parameters passed as a reshape of the kernel's (not blocked)."""
+        """{name: caller's shape} of the parameters passed as a reshape of the kernel's (not blocked);
+        kept, since every call of the kernel asks."""
         blocked = self.blocked
         return {name: shape for name, shape in self.lowered.views if name not in blocked}
 
@@ -122,7 +124,7 @@ class Kernel:
         from .interpret import run
 
         views = self._views
-        inputs = [np.ascontiguousarray(array).reshape(b.shape) if b.name in views else array
+        inputs = [_reshaped(np.ascontiguousarray(array), b.name, views[b.name], b.shape) if b.name in views else array
                   for array, b in zip(self._blocked_inputs(inputs), self._kernel_params)]
         arrays = [*inputs, *(np.empty(b.shape, dtype=b.dtype) for b in self.lowered.func.params[len(inputs):])]
         run(self.lowered.func, arrays)
