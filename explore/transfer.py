@@ -10,7 +10,9 @@ extent is a multiple of the vector width); a choice knob the config lacks takes 
 (for the knobs that come and go with the shape, blocking an input and the vectorised axis, that
 is what a space without the knob does). A config without one of this space's splits (a 3x3
 convolution's for a 1x1 one, whose rows and columns merge into one axis, and the other way round;
-another operator's) is skipped. On an AVX2 host, YOLO C4's best
+another operator's) is carried over by role where the two computations correspond (analysis.roles:
+GMM's best is a start for a 1x1 convolution, i, j, rk, A and B taking the names k, hw, rc, W and
+pad), the knobs of nodes without a counterpart at their first values; else it is skipped. On an AVX2 host, YOLO C4's best
 (56x56, which has a knob for blocking the weights) moved to C8 (28x28, which has none) ran at 0.93
 of oneDNN, against 0.48 for C8's own search, to which no earlier layer had carried over.
 """
@@ -19,6 +21,10 @@ from __future__ import annotations
 
 import json
 
+from analysis import analyze
+from analysis.roles import corresponding_names
+from flexsched.errors import FlexschedError
+from flexsched.registry import registered_task
 from space.config import Config
 from space.knobs import ChoiceKnob
 from space.space import SpaceError
@@ -39,6 +45,8 @@ def transferred_points(space, records, task, target, count, judged_by="measured"
     for record in sorted(best_of_task.values(), key=lambda r: (-r.gflops, r.line)):
         config = _in_knobs_of(space, record.config)
         if config is None:
+            config = _by_role(space, record)
+        if config is None:
             continue
         try:
             point = space.nearest_point(config)
@@ -51,15 +59,42 @@ def transferred_points(space, records, task, target, count, judged_by="measured"
     return points
 
 
-def _in_knobs_of(space, config):
-    """config with exactly the space's knobs (see the module's docstring); None where it lacks a split."""
+def _in_knobs_of(space, config, unmatched_nodes=()):
+    """config with exactly the space's knobs (see the module's docstring); None where it lacks a split
+    of a node other than unmatched_nodes, whose splits take their first values."""
     values = dict(config.values)
     moved = []
     for knob in space.knobs:
         if knob.name in values:
             moved.append((knob.name, values[knob.name]))
-        elif isinstance(knob, ChoiceKnob):
+        elif isinstance(knob, ChoiceKnob) or _node_of(knob.name) in unmatched_nodes:
             moved.append((knob.name, knob.values[0]))
         else:
             return None
     return Config(tuple(moved))
+
+
+def _by_role(space, record):
+    """The record's config with its knobs renamed to this space's nodes, loops and inputs of the same
+    role, in this space's knobs; None where the computations do not correspond or the record's task
+    is not registered in this process (a record never chooses code to import)."""
+    try:
+        names = corresponding_names(analyze(registered_task(record.task_ref)), space.info)
+    except FlexschedError:
+        return None
+    if names is None:
+        return None
+    renamed = []
+    for knob_name, value in record.config.values:
+        if _node_of(knob_name) not in names:
+            continue   # a node that does not reduce has no counterpart
+        node, node_names = names[_node_of(knob_name)]
+        parts = [node] + [node_names.get(part, part) for part in knob_name.split(".")[1:]]
+        renamed.append((".".join(parts), node_names.get(value, value) if isinstance(value, str) else value))
+    matched = {node for node, _ in names.values()}
+    return _in_knobs_of(space, Config(tuple(renamed)), [node.name for node in space.info.nodes if node.name not in matched])
+
+
+def _node_of(knob_name):
+    """The node a knob belongs to: knob names start with it ("O.split.k", "pad.attach")."""
+    return knob_name.split(".", 1)[0]

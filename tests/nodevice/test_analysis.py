@@ -152,3 +152,28 @@ def test_a_body_that_selects_by_a_condition_is_guarded():
     padded = {node.name: node.guarded for node in analyze(get_task("C2D", 1, 8, 14, 14, 32, 3, 1, 1)).nodes}
     unpadded = {node.name: node.guarded for node in analyze(get_task("C2D", 1, 8, 14, 14, 32, 1, 1, 0)).nodes}
     assert padded == {"pad": True, "O": False} and unpadded == {"pad": False, "O": False}
+
+
+def test_gmm_and_a_1x1_convolution_correspond_by_role():
+    from analysis.roles import corresponding_names
+
+    gmm, pointwise = analyze(get_task("GMM", 64, 32, 128)), analyze(get_task("C2D", 1, 128, 8, 8, 64, 1, 1, 0))
+    # O[b, k, hw] = sum_rc pad[b, rc, hw] W[k, rc, 0, 0]: rows k, columns hw, reduction rc.
+    assert corresponding_names(gmm, pointwise) == {"O": ("O", {"i": "k", "j": "hw", "rk": "rc", "A": "W", "B": "pad"})}
+    assert corresponding_names(pointwise, gmm) == {"O": ("O", {"k": "i", "hw": "j", "rc": "rk", "W": "A", "pad": "B"})}
+
+
+def test_computations_of_other_roles_do_not_correspond():
+    from analysis.roles import corresponding_names
+
+    gmm = analyze(get_task("GMM", 64, 32, 128))
+    windowed = analyze(get_task("C2D", 1, 128, 8, 8, 64, 3, 1, 1))   # rows and columns apart, three reductions
+    A, B = fs.placeholder((16, 16), name="A"), fs.placeholder((16, 16), name="B")
+    k = fs.reduce_axis(16, "k")
+    # Both inputs indexed by the same loops: which is which cannot be told by role.
+    alike = analyze(fs.compute((16, 16), lambda i, j: fs.sum(A[i, k] * B[i, k], axis=k), name="O"))
+    elementwise = analyze(fs.compute((16, 16), lambda i, j: A[i, j] + B[j, i], name="S"))   # nothing reduces
+    assert corresponding_names(gmm, windowed) is None and corresponding_names(windowed, gmm) is None
+    assert corresponding_names(gmm, alike) is None and corresponding_names(alike, alike) is None
+    assert corresponding_names(gmm, elementwise) is None
+    assert corresponding_names(windowed, analyze(get_task("C2D", 1, 4, 16, 16, 8, 3, 1, 1)))["O"][0] == "O"

@@ -326,6 +326,35 @@ def test_a_config_carries_over_across_knobs_only_some_shapes_have(tmp_path):
     assert len(transferred_points(odd_space, records, rows_odd, target, count=4)) == 1
 
 
+def test_a_gmm_config_carries_over_to_a_1x1_convolution_by_role(tmp_path):
+    from explore.transfer import transferred_points
+
+    lanes = get_target("llvm").vector_lanes
+    gmm = get_task("GMM", 4 * lanes, 8 * lanes, 64)
+    pointwise = get_task("C2D", 1, 64, 2, 4 * lanes, 4 * lanes, 1, 1, 0)   # O[b, k, hw] = sum_rc pad W
+    windowed = get_task("C2D", 1, 64, 2, 4 * lanes, 4 * lanes, 3, 1, 1)
+    log = tmp_path / "network.jsonl"
+    best, _ = tune(gmm, trials=20, log=str(log))
+    records, target = load_records(log), get_target("llvm")
+
+    space = space_of(pointwise)
+    (point,) = transferred_points(space, records, pointwise, target, count=4)
+    moved = dict(space.config(point).values)
+    renames = {"i": "k", "j": "hw", "rk": "rc", "A": "W", "B": "pad"}
+    knobs = {knob.name: knob for knob in space.knobs}
+    for name, value in best.config.values:
+        parts = name.split(".")
+        name = ".".join(renames.get(part, part) for part in parts)
+        if name.startswith("O.split."):
+            assert moved[name] == knobs[name].values[knobs[name].nearest_index(value)]
+        elif name in moved:
+            assert moved[name] == renames.get(value, value)
+    pad_knobs = [knob for knob in space.knobs if knob.name.startswith("pad.")]   # no counterpart in GMM
+    assert pad_knobs and all(moved[knob.name] == knob.values[0] for knob in pad_knobs)
+    # A 3x3 convolution's rows, columns and kernel loops play no part of GMM's.
+    assert transferred_points(space_of(windowed), records, windowed, target, count=4) == []
+
+
 def test_carried_over_starts_are_measured_first_beside_random_ones(tmp_path):
     log = tmp_path / "network.jsonl"
     other, _ = tune(OTHER_GMM, trials=20, log=str(log))
