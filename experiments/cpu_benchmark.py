@@ -33,6 +33,7 @@ from codegen.kernel import build
 from codegen.measure import compare_array
 from explore.finalists import kernel_timed
 from explore.optimize import optimize
+from explore.records import load_records
 from explore.side_by_side import time_side_by_side
 from flexsched.cpus import host
 from flexsched.library import checked_library
@@ -66,6 +67,14 @@ def cases():
     for number, (C, K, size, k, stride) in enumerate(YOLO, 1):
         result[f"C{number}"] = get_task("C2D", 1, C, size, size, K, k, stride, k // 2)
     return result
+
+
+def copy_other_cases(earlier, path, tasks):
+    """Start the record file `path` with the lines of `earlier` whose task is none of `tasks`."""
+    with open(path, "w") as out:
+        for record in load_records(earlier):
+            if not any(record.same_task(task) for task in tasks):
+                out.write(json.dumps(record.data) + "\n")
 
 
 def run_case(name, task, args, evaluator):
@@ -158,6 +167,9 @@ def main():
     parser.add_argument("--transfer", action="store_true",
                         help="with --records: each case also starts from the best of the cases tuned before it "
                              "in this run whose space has the same knobs (explore.transfer)")
+    parser.add_argument("--records-from", metavar="EARLIER",
+                        help="with --records: the new file starts with EARLIER's records of the cases not run now, "
+                             "so --transfer carries over layers tuned in another run (GMM's best to the 1x1 layers)")
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--slow-run", type=float, default=0.5,
                         help="candidates slower than this per run are timed once (they cannot win)")
@@ -173,6 +185,10 @@ def main():
         parser.error("--transfer starts from the earlier cases' records: give --records FILE")
     if args.records and Path(args.records).exists():
         parser.error(f"--records {args.records} exists: a shared record file would hand this run earlier runs' points")
+    if args.records_from:
+        if not args.records:
+            parser.error("--records-from copies an earlier run's records into --records FILE: give --records FILE")
+        copy_other_cases(args.records_from, args.records, [all_cases[name] for name in names])
     rows = []
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)

@@ -226,13 +226,17 @@ class SplitKnob(_Knob):
         return self.parts
 
     def _distance(self, value, candidate):
-        """By the inner factors' ratios (the outermost follows from the extent); ties go to the
-        nearer outermost factor."""
+        """By the innermost factor's ratio first (the register or vector tile, whose shape matters
+        most), then the other inner factors' ratios (the outermost follows from the extent); ties go
+        to the nearer outermost factor. (YOLO C3, AVX-512: GMM's best with its 32-wide column tile
+        kept ran at 1.38 of oneDNN, moved by the sum of all inner ratios to a 28-wide one at 1.13.)"""
         if not (isinstance(value, tuple) and len(value) == self.parts
                 and all(isinstance(factor, int) and factor > 0 for factor in value)):
             return None
-        inner = sum(abs(math.log2(a) - math.log2(b)) for a, b in zip(value[1:], candidate[1:]))
-        return inner, abs(math.log2(value[0]) - math.log2(candidate[0]))
+        ratios = [abs(math.log2(a) - math.log2(b)) for a, b in zip(value, candidate)]
+        if self.parts == 1:
+            return 0.0, 0.0, 0.0
+        return ratios[-1], sum(ratios[1:-1]), ratios[0]
 
     def is_guarded(self, index):
         """Whether this split pads the loop and so needs a boundary guard."""

@@ -328,6 +328,13 @@ def test_a_split_of_another_extent_keeps_the_nearest_inner_factors():
     assert knob.values[knob.nearest_index([1, 1, 14])] == (1, 1, 14)   # JSON lists read back as tuples
 
 
+def test_a_split_keeps_its_innermost_factor_before_the_others():
+    # A 56 x 56 map's merged axis takes GMM's 32 x 32 column tiles: 32 lanes innermost divide 3136
+    # (49 x 32), where 28 x 28 would be nearer by the sum of the two inner ratios.
+    knob = SplitKnob("hw", 3136, 4, caps=(None, None, None, 32), guarded=False)
+    assert knob.values[knob.nearest_index((1, 1, 32, 32))] == (2, 1, 49, 32)
+
+
 def test_ordered_choices_are_near_by_ratio_and_unordered_ones_only_match():
     unroll = ChoiceKnob("unroll", "unroll", (0, 8, 32, 128, 512))
     assert unroll.values[unroll.nearest_index(100)] == 128
