@@ -3,8 +3,8 @@ same target (another layer of the same network, the same operator at another sha
 nearest point of this task's space and measured among the search's first starts.
 
 A config carries over where it splits every loop this task's space splits: each knob keeps
-its value where this space offers it, else takes the nearest (split factors by ratio, ordered
-choices by ratio). Knobs that only some shapes have may differ. A knob this space lacks is dropped
+its value where this space offers it, else takes the nearest (split factors by ratio, the innermost
+first; ordered choices by ratio). Knobs that only some shapes have may differ. A knob this space lacks is dropped
 (a 1x1 convolution has no kernel loops to split; the CPU offers blocking an input only where an
 extent is a multiple of the vector width); a choice knob the config lacks takes its first value
 (for the knobs that come and go with the shape, blocking an input and the vectorised axis, that
