@@ -2,19 +2,21 @@
 same target (another layer of the same network, the same operator at another shape), moved to the
 nearest point of this task's space and measured among the search's first starts.
 
-A config carries over where it splits every loop this task's space splits: each knob keeps
-its value where this space offers it, else takes the nearest (split factors by ratio, the innermost
-first; ordered choices by ratio). Knobs that only some shapes have may differ. A knob this space lacks is dropped
-(a 1x1 convolution has no kernel loops to split; the CPU offers blocking an input only where an
-extent is a multiple of the vector width); a choice knob the config lacks takes its first value
-(for the knobs that come and go with the shape, blocking an input and the vectorised axis, that
-is what a space without the knob does). A config without one of this space's splits (a 3x3
-convolution's for a 1x1 one, whose rows and columns merge into one axis, and the other way round;
-another operator's) is carried over by role where the two computations correspond (analysis.roles:
-GMM's best is a start for a 1x1 convolution, i, j, rk, A and B taking the names k, hw, rc, W and
-pad), the knobs of nodes without a counterpart at their first values; else it is skipped. On an AVX2 host, YOLO C4's best
-(56x56, which has a knob for blocking the weights) moved to C8 (28x28, which has none) ran at 0.93
-of oneDNN, against 0.48 for C8's own search, to which no earlier layer had carried over.
+A config carries over where it splits every loop this task's space splits: each knob keeps its
+value where this space offers it, else takes the nearest (split factors by ratio, the innermost
+first; ordered choices by ratio). Knobs that only some shapes have may differ. A knob this space
+lacks is dropped (a 1x1 convolution has no kernel loops to split; the CPU offers blocking an input
+only where an extent is a multiple of the vector width); a choice knob the config lacks takes its
+first value (for the knobs that come and go with the shape, blocking an input and the vectorised
+axis, that is what a space without the knob does). On an AVX2 host, YOLO C4's best (56x56, which
+has a knob for blocking the weights) moved to C8 (28x28, which has none) ran at 0.93 of oneDNN,
+against 0.48 for C8's own search, to which no earlier layer had carried over.
+
+A config without one of this space's splits (a 3x3 convolution's for a 1x1 one, whose rows and
+columns merge into one axis, and the other way round; another operator's) is carried over by role
+where the two computations correspond (analysis.roles): GMM's best is a start for a 1x1
+convolution, its i, j, rk, A and B taking the names k, hw, rc, W and pad, and the knobs of nodes
+without a counterpart (the padding copy) their first values. Else it is skipped.
 """
 
 from __future__ import annotations
