@@ -8,9 +8,13 @@ first; ordered choices by ratio). Knobs that only some shapes have may differ. A
 lacks is dropped (a 1x1 convolution has no kernel loops to split; the CPU offers blocking an input
 only where an extent is a multiple of the vector width); a choice knob the config lacks takes its
 first value (for the knobs that come and go with the shape, blocking an input and the vectorised
-axis, that is what a space without the knob does). On an AVX2 host, YOLO C4's best (56x56, which
-has a knob for blocking the weights) moved to C8 (28x28, which has none) ran at 0.93 of oneDNN,
-against 0.48 for C8's own search, to which no earlier layer had carried over.
+axis, that is what a space without the knob does), and so does a choice that this space neither
+offers nor has a value near (an axis vectorised in the other shape, whose extent here is no
+multiple of the vector width). On an AVX2 host, YOLO C4's best (56x56, which has a knob for
+blocking the weights) moved to C8 (28x28, which has none) ran at 0.93 of oneDNN, against 0.48 for
+C8's own search, to which no earlier layer had carried over. On an AVX-512 host, C2's best,
+vectorised along its 112 rows, moved to C4 (56 rows: vectorised along the columns instead) ran at
+0.81, against 0.49 for C4's own search, to which it had not carried over.
 
 A config without one of this space's splits (a 3x3 convolution's for a 1x1 one, whose rows and
 columns merge into one axis, and the other way round; another operator's) is carried over by role
@@ -67,13 +71,27 @@ def _in_knobs_of(space, config, unmatched_nodes=()):
     values = dict(config.values)
     moved = []
     for knob in space.knobs:
-        if knob.name in values:
+        if knob.name in values and _lacks_choice(knob, values[knob.name]):
+            moved.append((knob.name, knob.values[0]))
+        elif knob.name in values:
             moved.append((knob.name, values[knob.name]))
         elif isinstance(knob, ChoiceKnob) or _node_of(knob.name) in unmatched_nodes:
             moved.append((knob.name, knob.values[0]))
         else:
             return None
     return Config(tuple(moved))
+
+
+def _lacks_choice(knob, value):
+    """A choice this space neither offers nor has a value near: a vectorised axis another shape has
+    (YOLO C2's best vectorises its 112 rows; C4's 56 rows are no multiple of the vector width)."""
+    if not isinstance(knob, ChoiceKnob):
+        return False
+    try:
+        knob.nearest_index(value)
+    except ValueError:
+        return True
+    return False
 
 
 def _by_role(space, record):

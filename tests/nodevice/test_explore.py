@@ -326,6 +326,31 @@ def test_a_config_carries_over_across_knobs_only_some_shapes_have(tmp_path):
     assert len(transferred_points(odd_space, records, rows_odd, target, count=4)) == 1
 
 
+def test_a_vectorised_axis_this_shape_does_not_offer_falls_back_to_the_first(tmp_path):
+    from explore.records import Record
+    from explore.transfer import transferred_points
+
+    lanes = get_target("llvm").vector_lanes
+    # Rows a multiple of the vector width may be vectorised; one row more may not (columns and
+    # output channels still may).
+    rows_vectorisable = get_task("C2D", 1, 4, 2 * lanes, 2 * lanes, lanes, 3, 1, 1)
+    rows_odd = get_task("C2D", 1, 4, 2 * lanes + 1, 2 * lanes + 1, lanes, 3, 1, 1)
+    vector_knob = {knob.name: knob for knob in space_of(rows_odd).knobs}["O.vector"]
+    assert "h" in {knob.name: knob for knob in space_of(rows_vectorisable).knobs}["O.vector"].values
+    assert "h" not in vector_knob.values
+    log = tmp_path / "network.jsonl"
+    tune(rows_vectorisable, trials=10, log=str(log))
+    (best,) = best_records(load_records(log), 1)
+    along_rows = Record({**best.data, "config": {**best.data["config"], "O.vector": "h"}}, best.line)
+
+    odd_space = space_of(rows_odd)
+    (point,) = transferred_points(odd_space, [along_rows], rows_odd, get_target("llvm"), count=1)
+    moved = odd_space.config(point)
+    assert moved["O.vector"] == vector_knob.values[0]
+    assert moved["O.split.k"] == odd_space.config(odd_space.nearest_point(
+        Config.from_dict({**best.data["config"], "O.vector": vector_knob.values[0]})))["O.split.k"]
+
+
 def test_a_gmm_config_carries_over_to_a_1x1_convolution_by_role(tmp_path):
     from explore.transfer import transferred_points
 
