@@ -112,7 +112,8 @@ def _by_role(space, record):
         parts = [node] + [node_names.get(part, part) for part in knob_name.split(".")[1:]]
         renamed.append((".".join(parts), node_names.get(value, value) if isinstance(value, str) else value))
     matched = {node for node, _ in names.values()}
-    return _in_knobs_of(space, Config(tuple(renamed)), [node.name for node in space.info.nodes if node.name not in matched])
+    unmatched = [node.name for node in space.info.nodes if node.name not in matched]
+    return _in_knobs_of(space, Config(tuple(renamed)), unmatched)
 
 
 def _node_of(knob_name):
