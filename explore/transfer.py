@@ -71,9 +71,7 @@ def _in_knobs_of(space, config, unmatched_nodes=()):
     values = dict(config.values)
     moved = []
     for knob in space.knobs:
-        if knob.name in values and _lacks_choice(knob, values[knob.name]):
-            moved.append((knob.name, knob.values[0]))
-        elif knob.name in values:
+        if knob.name in values and not _lacks_choice(knob, values[knob.name]):
             moved.append((knob.name, values[knob.name]))
         elif isinstance(knob, ChoiceKnob) or _node_of(knob.name) in unmatched_nodes:
             moved.append((knob.name, knob.values[0]))

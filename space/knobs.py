@@ -234,8 +234,6 @@ class SplitKnob(_Knob):
                 and all(isinstance(factor, int) and factor > 0 for factor in value)):
             return None
         ratios = [abs(math.log2(a) - math.log2(b)) for a, b in zip(value, candidate)]
-        if self.parts == 1:
-            return 0.0, 0.0, 0.0
         return ratios[-1], sum(ratios[1:-1]), ratios[0]
 
     def is_guarded(self, index):
