@@ -28,7 +28,7 @@ import numpy as np
 
 from codegen.ir import Allocate, Barrier, CodegenError, For, IfThenElse, LOOP_KINDS, Seq, Store, walk_stmts
 from codegen.vectorize import (MAX_VECTOR_LANES, access_indices, check_indices, flat_stride, mentions, padded_lanes,
-                               row_pitch, stored_value, vectorize_blocker)
+                               row_pitch, row_strides, stored_value, vectorize_blocker)
 from flexsched import affine, dtypes
 from flexsched.expr import Binary, Call, Cast, Compare, Const, Intrinsic, IterVar, Load, Logical, Select
 
@@ -51,6 +51,7 @@ _BITS = {"float32": 32, "float64": 64, "int32": 32, "int64": 64, "bool": 1}
 _MAX_SHUFFLED_STRIDE = 4
 _FLOAT_MATH = ("exp", "log", "sqrt")
 _CONTRACT = ("contract",)   # lets a multiply feeding an add fuse to an FMA, and nothing more
+_INDEX_TYPES = ("int32", "int64")
 _NO_WRAP = ("nsw",)        # a loop counter stays below its end: it never wraps
 
 
@@ -98,6 +99,25 @@ def _intrinsic_suffix(type_):
 
 def _int64(number):
     return ir.Constant(_I64, number)
+
+
+def _folded(name, a, b, bits):
+    """a `name` b on integer constants, as LLVM computes it on `bits`-bit two's complement values
+    (truncating division); None for a division by zero, which is left to the instruction."""
+    if name in ("sdiv", "srem"):
+        if b == 0:
+            return None
+        quotient = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+        result = quotient if name == "sdiv" else a - quotient * b
+    else:
+        result = {"add": a + b, "sub": a - b, "mul": a * b}[name]
+    half = 1 << (bits - 1)
+    return (result + half) % (1 << bits) - half if bits > 1 else result & 1
+
+
+def _operand_key(value):
+    """A value's identity for reuse: constants by their text, instructions by identity."""
+    return str(value) if isinstance(value, ir.Constant) else id(value)
 
 
 def _constant_like(value, number):
@@ -260,6 +280,9 @@ class _FunctionEmitter:
         self.lane_guard = None  # <lanes x i1>: the conditions around a statement of a vector body
         self.shapes = {}        # local buffer -> its shape with padded rows
         self.in_index = 0       # > 0 while emitting a tensor index: its integer math cannot overflow
+        self.sums = {}          # (block, terms) -> a flat index's variable part emitted there
+        self.integers = {}      # (block, operation, operands) -> an integer instruction emitted there
+        self.strides = {}       # (id(index), id(loop variable)[, 'mentions']) -> stride, or whether it is used
         self.heap = []          # malloc'ed scratch, freed on return
         # Values of the expression nodes emitted since the last statement boundary or rebinding,
         # by identity: legalisation reuses one operand in a condition and in the branches it
@@ -470,7 +493,7 @@ class _FunctionEmitter:
             self.builder.store(value, self._address(buffer, pointer, flat), align=align)
             return
         var, lanes = self.vector
-        stride = flat_stride(buffer, access_indices(store), var, self.shapes.get(buffer))  # non-zero: see the blocker
+        stride = self._flat_stride(buffer, access_indices(store), var)  # non-zero: see the blocker
         base = self._lane_zero_index(buffer, access_indices(store))
         if stride == 1:
             value = self._broadcast(value, lanes)
@@ -531,6 +554,30 @@ class _FunctionEmitter:
         finally:
             self.vector, self.live_lanes, self.lane_guard = outer
 
+    def _stride(self, index, var):
+        """affine.stride(index, var), computed once per expression: an unrolled tile asks again per copy."""
+        key = (id(index), id(var))
+        if key not in self.strides:
+            self.strides[key] = affine.stride(index, var)
+        return self.strides[key]
+
+    def _mentions(self, index, var):
+        """mentions(index, var), computed once per expression."""
+        key = (id(index), id(var), "mentions")
+        if key not in self.strides:
+            self.strides[key] = mentions(index, var)
+        return self.strides[key]
+
+    def _flat_stride(self, buffer, indices, var):
+        """codegen.vectorize.flat_stride of an access, with the local buffer's padded rows."""
+        total = 0
+        for index, step in zip(indices, row_strides(self.shapes.get(buffer) or buffer.shape)):
+            stride = self._stride(index, var)
+            if stride is None:
+                return None
+            total += stride * step
+        return total
+
     def _lanes_stay_in_row(self, buffer, indices, writes=False):
         """Whether every lane of a contiguous access, padding included, lies in memory it may touch:
         always without padding; with it, only along the padded rows of a local buffer. A write's
@@ -540,8 +587,8 @@ class _FunctionEmitter:
             return True
         var, lanes = self.vector
         shape = self.shapes.get(buffer)
-        if shape is None or affine.stride(indices[-1], var) != 1 or \
-                any(mentions(index, var) for index in indices[:-1]):
+        if shape is None or self._stride(indices[-1], var) != 1 or \
+                any(self._mentions(index, var) for index in indices[:-1]):
             return False
         if shape[-1] - buffer.shape[-1] < lanes - self.live_lanes:
             return False
@@ -613,21 +660,62 @@ class _FunctionEmitter:
     # ------------------------------------------------------------ memory access
 
     def _flat_index(self, buffer, indices, guarded=False):
-        """The row-major element offset of indices, in i64 (a vector when it varies over lanes)."""
+        """The row-major element offset of indices, in i64 (a vector when it varies over lanes).
+
+        Emitted as one sum of terms and a constant: the loops an unrolled tile binds to constants
+        fold into the constant, and the sum of the others is shared by every access of the tile in
+        the same block, so a tile's loads cost an add each instead of a multiply-add per dimension
+        (fewer instructions to emit and for LLVM to simplify)."""
         check_indices(buffer, indices)
-        flat = None
+        terms, offset = {}, 0
         self.in_index += 1
         try:
-            for index, extent in zip(indices, self.shapes.get(buffer, buffer.shape)):
-                value = self._convert(self.expr(index, guarded), "int64")
-                if flat is None:
-                    flat = value
-                else:
-                    scaled = self._int_op(self.builder.mul, flat, _int64(extent))
-                    flat = self._int_op(self.builder.add, scaled, value)
+            scale = 1
+            for index, extent in reversed(list(zip(indices, self.shapes.get(buffer, buffer.shape)))):
+                offset += self._linear_terms(index, scale, terms, guarded)
+                scale *= extent
+            flat = self._sum_of_terms(tuple(terms.values()))
+            if flat is None:
+                return _int64(offset)
+            return flat if offset == 0 else self._int_op(self.builder.add, flat, _int64(offset))
         finally:
             self.in_index -= 1
-        return _int64(0) if flat is None else flat
+
+    def _linear_terms(self, expr, scale, terms, guarded):
+        """Adds scale * expr to terms ({id(value): (value, coefficient)}) as far as it is a sum of
+        constant multiples; returns the constant part."""
+        if isinstance(expr, Cast) and expr.dtype in _INDEX_TYPES and expr.value.dtype in _INDEX_TYPES:
+            return self._linear_terms(expr.value, scale, terms, guarded)
+        if isinstance(expr, Binary) and expr.op in ("+", "-"):
+            constant = self._linear_terms(expr.a, scale, terms, guarded)
+            return constant + self._linear_terms(expr.b, scale if expr.op == "+" else -scale, terms, guarded)
+        if isinstance(expr, Binary) and expr.op == "*":
+            for factor, other in ((expr.a, expr.b), (expr.b, expr.a)):
+                if isinstance(factor, Const) and type(factor.value) is int:
+                    return self._linear_terms(other, scale * factor.value, terms, guarded)
+        value = self._convert(self.expr(expr, guarded), "int64")
+        if isinstance(value, ir.Constant) and isinstance(value.type, ir.IntType):
+            return scale * value.constant
+        _, coefficient = terms.get(id(value), (value, 0))
+        if coefficient + scale:
+            terms[id(value)] = (value, coefficient + scale)
+        else:
+            del terms[id(value)]
+        return 0
+
+    def _sum_of_terms(self, terms):
+        """sum(coefficient * value) of ((value, coefficient), ...), or None when empty; a sum already
+        emitted in this block is reused (it dominates everything after it there)."""
+        if not terms:
+            return None
+        key = (self.builder.block, tuple((id(value), coefficient) for value, coefficient in terms))
+        total = self.sums.get(key)
+        if total is None:
+            for value, coefficient in sorted(terms, key=lambda term: _lanes(term[0]) is not None):
+                term = value if coefficient == 1 else self._int_op(self.builder.mul, value, _int64(coefficient))
+                total = term if total is None else self._int_op(self.builder.add, total, term)
+            self.sums[key] = total
+        return total
 
     def _address(self, buffer, pointer, flat, inbounds=True):
         element = _llvm_type(buffer.dtype)
@@ -649,7 +737,7 @@ class _FunctionEmitter:
         """A load whose index varies over the lanes: contiguous, broadcast, or lane by lane."""
         var, lanes = self.vector
         live = self.live_lanes or lanes
-        stride = flat_stride(buffer, indices, var, self.shapes.get(buffer))
+        stride = self._flat_stride(buffer, indices, var)
         if stride == 1 and (guarded or not self._plain_load_is_safe(buffer, indices)):
             base = self._lane_zero_index(buffer, indices, guarded)
             return self._masked_load(buffer, pointer, base, lanes, guarded)
@@ -768,8 +856,24 @@ class _FunctionEmitter:
         return vector
 
     def _int_op(self, op, a, b):
+        return self._integer(op.__name__, a, b, self._index_flags())
+
+    def _integer(self, name, a, b, flags=()):
+        """The integer operation `name` (add, sub, mul, sdiv, srem) of a and b: folded where both
+        are constants, and emitted once per block for the same operands (an unrolled tile
+        computes the same index parts again and again)."""
         a, b = self._unify(a, b)
-        return op(a, b, flags=self._index_flags())
+        if isinstance(a, ir.Constant) and isinstance(b, ir.Constant) and isinstance(a.type, ir.IntType):
+            folded = _folded(name, a.constant, b.constant, a.type.width)
+            if folded is not None:
+                return ir.Constant(a.type, folded)
+        key = (self.builder.block, name, _operand_key(a), _operand_key(b), flags)
+        value = self.integers.get(key)
+        if value is None:
+            emit = getattr(self.builder, name)
+            value = emit(a, b, flags=flags) if flags else emit(a, b)
+            self.integers[key] = value
+        return value
 
     def _index_flags(self):
         # Index math stays within a tensor's extents (checked when defined), so it cannot wrap;
@@ -812,7 +916,7 @@ class _FunctionEmitter:
         buffer = load.tensor
         check_indices(buffer, access_indices(load))
         pointer = self._pointer_of(buffer)
-        if self.vector is not None and any(mentions(index, self.vector[0]) for index in access_indices(load)):
+        if self.vector is not None and any(self._mentions(index, self.vector[0]) for index in access_indices(load)):
             return self._vector_load(buffer, pointer, access_indices(load), guarded)
         # Under a lane mask every lane may be off, and with them the condition that kept the index valid.
         guarded = guarded or self.lane_guard is not None
@@ -828,7 +932,7 @@ class _FunctionEmitter:
             emit = {"+": builder.fadd, "-": builder.fsub, "*": builder.fmul, "/": builder.fdiv}[binary.op]
             return emit(a, b, flags=_CONTRACT)
         if dtypes.is_int(binary.dtype) and binary.op in ("+", "-", "*"):
-            return {"+": builder.add, "-": builder.sub, "*": builder.mul}[binary.op](a, b, flags=self._index_flags())
+            return self._integer({"+": "add", "-": "sub", "*": "mul"}[binary.op], a, b, self._index_flags())
         raise CodegenError(f"operator {binary.op!r} on {binary.dtype} reached the llvm back end unlegalised "
                            f"(codegen.legalize spells out //, %, max and min)")
 
@@ -836,8 +940,7 @@ class _FunctionEmitter:
         args = [self._convert(self.expr(arg, guarded), intrinsic.dtype) for arg in intrinsic.args]
         builder = self.builder
         if intrinsic.func in ("tdiv", "tmod"):
-            a, b = self._unify(*args)
-            return (builder.sdiv if intrinsic.func == "tdiv" else builder.srem)(a, b)
+            return self._integer("sdiv" if intrinsic.func == "tdiv" else "srem", *args)
         if intrinsic.func == "fmod":
             return builder.frem(*self._unify(*args))
         if intrinsic.func == "floor":

@@ -120,9 +120,9 @@ def test_shared_library_called_from_c(tmp_path, name, args, attach):
 
 
 def test_register_tile_lives_in_registers():
-    """Accumulating in a register tile stores the output once per tile, not at every reduction
-    step as accumulating into an output indexed through a fused loop does, and leaves no stack
-    buffer behind."""
+    """Accumulating in a register tile stores the output once per tile and leaves no stack buffer
+    behind; accumulating into the output itself never stores less (LLVM keeps it in registers
+    too where it can prove the output's rows apart from the inputs)."""
     task = get_task("C2D", 1, 8, 6, 16, 8, 3, 1, 1)
     space = generate(analyze(task), "llvm")
     config = space.config(space.random_point(0)).to_dict()
@@ -148,7 +148,8 @@ def test_register_tile_lives_in_registers():
         vector_stores[accumulate] = convolution.count(f"store <{width} x float>")
         if accumulate == "registers":
             assert "alloca" not in kernel.llvm_ir
-    assert 0 < vector_stores["registers"] <= rows < vector_stores["memory"]  # each row copied out once
+    assert 0 < vector_stores["registers"] <= rows  # each row copied out once
+    assert vector_stores["registers"] <= vector_stores["memory"]
 
 
 def test_a_blocked_interface_shows_in_the_signature_and_the_c_header(tmp_path):

@@ -426,7 +426,7 @@ def test_a_body_unrolled_past_the_code_size_budget_is_rolled_back_and_stays_corr
 
 
 def test_a_module_past_the_code_size_budget_is_not_emitted_whole(monkeypatch):
-    """40 x 40 unrolled statements are fewer stores than the budget allows but twice its
+    """40 x 40 unrolled statements are fewer stores than the budget allows but over three times its
     instructions: emission stops near the budget, and the rolled module is emitted whole."""
     from codegen import cpu_backend
     from codegen.code_size import MAX_EMITTED_INSTRUCTIONS
@@ -475,3 +475,53 @@ def test_a_guarded_register_tile_stays_in_registers():
     kernel(a, o)
     np.testing.assert_allclose(o, np.outer([1, 2], a.sum(axis=0)), rtol=1e-5, atol=1e-5)
     assert kernel.fallbacks == () and "alloca" not in kernel.llvm_ir
+
+
+def test_an_unrolled_tile_shares_its_address_arithmetic():
+    """A 4 x 8 tile of C[i, j] += A[i, k] * B[k, j], unrolled inside a serial k loop: every
+    access's address is one shared sum of the loop counters plus a constant, so the tile's 96
+    accesses cost at most an add each, with no multiply per dimension."""
+    M, N, K = 4, 8, 16
+    A, B, C = buf("A", (M, K)), buf("B", (K, N)), buf("C", (M, N))
+    body = loop("k", K, "serial", lambda k: loop("i", M, "unrolled", lambda i: loop("j", N, "unrolled", lambda j: Store(
+        C, (i, j), ld(C, i, j) + ld(A, i, k) * ld(B, k, j)))))
+    kernel = compile_func(PrimFunc("shared_addresses", (A, B, C), body))
+    instructions = re.findall(r"= (\w+)(?: nsw)? i64 ", kernel.unoptimized_ir)
+    accesses = kernel.unoptimized_ir.count("getelementptr")
+    assert accesses >= 3 * M * N
+    assert instructions.count("mul") <= 2 and instructions.count("add") <= accesses
+    a, b, c = rand(M, K), rand(K, N), rand(M, N)
+    expected = c + a @ b
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype,bits", [("int32", 32), ("int64", 64)])
+def test_constant_integer_arithmetic_folds_as_the_machine_computes_it(dtype, bits):
+    """Constant operands fold at emission with the instruction's semantics: wrapping at the
+    type's width, division truncating toward zero (what legalised // and % are built from)."""
+    from flexsched.expr import Const, Intrinsic
+
+    top = 2 ** (bits - 1) - 1
+    cases = [("+", top, 1), ("*", top, 3), ("-", -top - 1, 1), ("tdiv", -7, 2), ("tmod", -7, 2),
+             ("tdiv", 7, -2), ("tmod", 7, -2), ("tmod", -8, 4)]
+    C = buf("C", (len(cases),), dtype)
+
+    def constant(value):
+        return Const(value, dtype)
+
+    def value_of(op, a, b):
+        if op in ("tdiv", "tmod"):
+            return Intrinsic(op, (constant(a), constant(b)), dtype)
+        return {"+": constant(a) + constant(b), "-": constant(a) - constant(b), "*": constant(a) * constant(b)}[op]
+
+    body = seq(*[Store(C, (n,), value_of(*case)) for n, case in enumerate(cases)])
+    kernel = compile_func(PrimFunc(f"folded_{dtype}", (C,), body))
+    assert not re.search(r"= (add|sub|mul|sdiv|srem)", kernel.unoptimized_ir)   # all folded
+    c = np.zeros(len(cases), dtype)
+    kernel(c)
+    wrap = lambda n: (n + 2 ** (bits - 1)) % 2 ** bits - 2 ** (bits - 1)   # noqa: E731
+    truncated = lambda a, b: abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)   # noqa: E731
+    expected = [wrap({"+": a + b, "-": a - b, "*": a * b, "tdiv": truncated(a, b),
+                      "tmod": a - truncated(a, b) * b}[op]) for op, a, b in cases]
+    assert c.tolist() == expected
