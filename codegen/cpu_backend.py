@@ -30,10 +30,19 @@ _ITEM_SIZES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 _SEGMENT_PROTOTYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
 
 
+# LLVM's -O3 unrolls a loop whose unrolled body it prices under 300; the schedule already unrolls
+# what it chooses, and with its address arithmetic shared an unrolled tile's serial loops price so
+# low that -O3 unrolled them whole: 0.4-0.9 s of machine code for a 1x1 convolution's candidate
+# instead of 0.02-0.07 s, no faster. -O2's 150 keeps the small loops it still unrolls (the
+# searched bests ran as fast side by side).
+UNROLL_THRESHOLD = 150
+
+
 @functools.cache
 def _initialise_llvm():
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
+    llvm.set_option("", f"-unroll-threshold-aggressive={UNROLL_THRESHOLD}")
 
 
 def machine_of(target=None):
@@ -235,7 +244,7 @@ def _memory_span(array, param, written):
 _cache = {}
 _cache_lock = threading.Lock()
 # The kernel cache's entries: object code generated as _target_machine generates it, and the optimised IR.
-_DISK_FORMAT = "cpu-1 jitdefault"
+_DISK_FORMAT = f"cpu-1 jitdefault unroll-threshold={UNROLL_THRESHOLD}"
 
 
 def clear_cache():
