@@ -1,0 +1,75 @@
+"""Where a candidate's build time goes, on a fixed sample of random points: no search, no timing.
+
+Run:  .venv/bin/python experiments/build_cost.py --points 4 --out experiments/results/build_cost.json
+
+The same seed draws the same points from each case's CPU space, so two commits compare on equal
+terms (run one from a git worktree with PYTHONPATH set to it). Each point is lowered and compiled
+with the kernel cache off, and its unoptimised LLVM instructions (after the code-size budget) and
+seconds to emit the IR, optimise it and generate machine code are reported. A search's own
+candidates/s also depends on where it wanders; this does not.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+from analysis import analyze
+from codegen import cpu_backend
+from codegen.kernel import lower_for
+from flexsched.target import get_target
+from space import generate
+
+from cpu_benchmark import cases, cpu_description
+
+DEFAULT_CASES = ["GMM"] + [f"C{number}" for number in range(1, 16)]
+
+
+def build_cost(task, schedule, target):
+    """{instructions, emit, optimize, machine_code} of one schedule, built from scratch."""
+    _, lowered = lower_for(task, schedule, target)
+    machine = cpu_backend.machine_of(target)
+    started = time.perf_counter()
+    text, builder, func = cpu_backend._module_text(lowered.func, 3, False, machine)
+    emitted = time.perf_counter()
+    timings = {}
+    cpu_backend.generate_machine_code(func, text, 3, builder.segments, builder.fallbacks, machine, timings)
+    return {"instructions": cpu_backend._instruction_count(text), "emit": emitted - started,
+            "optimize": timings["optimize"], "machine_code": timings["object"]}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--cases", nargs="*", default=DEFAULT_CASES)
+    parser.add_argument("--points", type=int, default=4, help="random points per case")
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--out", help="write every point's figures to this JSON file")
+    args = parser.parse_args()
+    os.environ["FLEXSCHED_KERNEL_CACHE"] = "off"
+    target = get_target("llvm")
+    rng = np.random.default_rng(args.seed)
+    rows = []
+    for name in args.cases:
+        task = cases()[name]
+        space = generate(analyze(task), target)
+        costs = [build_cost(task, space.schedule(space.random_point(rng)), target) for _ in range(args.points)]
+        rows += [{"case": name, **cost} for cost in costs]
+        total = [cost["emit"] + cost["optimize"] + cost["machine_code"] for cost in costs]
+        print(f"{name:4} instructions median {statistics.median(c['instructions'] for c in costs):7.0f}, "
+              f"emit {sum(c['emit'] for c in costs):6.2f} s, optimize {sum(c['optimize'] for c in costs):6.2f} s, "
+              f"machine code {sum(c['machine_code'] for c in costs):6.2f} s, total {sum(total):6.2f} s", flush=True)
+    phases = {phase: sum(row[phase] for row in rows) for phase in ("emit", "optimize", "machine_code")}
+    print(f"all {len(rows)} points on {cpu_description()}: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items())
+          + f", total {sum(phases.values()):.2f} s")
+    if args.out:
+        Path(args.out).write_text(json.dumps({"cpu": cpu_description(), "seed": args.seed, "points": rows}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
