@@ -116,15 +116,55 @@ def _folded(name, a, b, bits):
 
 
 def _operand_key(value):
-    """A value's identity for reuse: constants by their text, instructions by identity."""
-    return str(value) if isinstance(value, ir.Constant) else id(value)
+    """A value's identity for reuse: constants by their value (integers) or text, instructions by identity."""
+    if not isinstance(value, ir.Constant):
+        return id(value)
+    if isinstance(value.type, ir.IntType):
+        return value.type.width, value.constant
+    return str(value)
+
+
+def _linear_atoms(expr, scale, atoms):
+    """Adds scale * expr to atoms ({id(atom): (atom, coefficient)}) down its sums and products by
+    integer constants; returns the constant part."""
+    if isinstance(expr, Cast) and expr.dtype in _INDEX_TYPES and expr.value.dtype in _INDEX_TYPES:
+        return _linear_atoms(expr.value, scale, atoms)
+    if isinstance(expr, Binary) and expr.op in ("+", "-"):
+        constant = _linear_atoms(expr.a, scale, atoms)
+        return constant + _linear_atoms(expr.b, scale if expr.op == "+" else -scale, atoms)
+    if isinstance(expr, Binary) and expr.op == "*":
+        for factor, other in ((expr.a, expr.b), (expr.b, expr.a)):
+            if isinstance(factor, Const) and type(factor.value) is int:
+                return _linear_atoms(other, scale * factor.value, atoms)
+    if isinstance(expr, Const) and type(expr.value) is int:
+        return scale * expr.value
+    _, coefficient = atoms.get(id(expr), (expr, 0))
+    atoms[id(expr)] = (expr, coefficient + scale)
+    return 0
+
+
+_VECTOR_CONSTANTS = {}
+_MAX_VECTOR_CONSTANTS = 4096
+
+
+def _vector_constant(element, values):
+    """The constant vector of `values`, one object per process: llvmlite caches a value's text on
+    the object, and printing a module's lane masks and index vectors afresh at every use took a
+    third of its emission."""
+    key = (str(element), repr(tuple(values)))   # repr tells -0.0 from 0.0
+    constant = _VECTOR_CONSTANTS.get(key)
+    if constant is None:
+        if len(_VECTOR_CONSTANTS) >= _MAX_VECTOR_CONSTANTS:
+            _VECTOR_CONSTANTS.clear()
+        constant = _VECTOR_CONSTANTS[key] = ir.Constant(ir.VectorType(element, len(values)), list(values))
+    return constant
 
 
 def _constant_like(value, number):
     """number as a constant of value's type (splatted over its lanes)."""
     lanes = _lanes(value)
     element = _llvm_type(_dtype_of(value))
-    return ir.Constant(element, number) if lanes is None else ir.Constant(value.type, [number] * lanes)
+    return ir.Constant(element, number) if lanes is None else _vector_constant(element, [number] * lanes)
 
 
 # ---------------------------------------------------------------- analysis of the loop IR
@@ -283,6 +323,8 @@ class _FunctionEmitter:
         self.sums = {}          # (block, terms) -> a flat index's variable part emitted there
         self.integers = {}      # (block, operation, operands) -> an integer instruction emitted there
         self.strides = {}       # (id(index), id(loop variable)[, 'mentions']) -> stride, or whether it is used
+        self.blockers = {}      # id(vectorized loop) -> vectorize_blocker's answer
+        self.plans = {}         # id(index expression) -> its _linear_plan
         self.heap = []          # malloc'ed scratch, freed on return
         # Values of the expression nodes emitted since the last statement boundary or rebinding,
         # by identity: legalisation reuses one operand in a condition and in the branches it
@@ -430,7 +472,9 @@ class _FunctionEmitter:
                 self.stmt(loop.body)
 
     def _vectorized(self, loop):
-        reason = vectorize_blocker(loop)
+        reason = self.blockers.get(id(loop), False)
+        if reason is False:   # asked once per loop, not once per unrolled copy of it
+            reason = self.blockers[id(loop)] = vectorize_blocker(loop)
         if reason is None:
             with self._vector_mode(loop.var, padded_lanes(loop.extent, self.mb.register_lanes), loop.extent):
                 self.stmt(loop.body)
@@ -544,7 +588,7 @@ class _FunctionEmitter:
     def _vector_mode(self, var, lanes, live_lanes):
         """Inside, var is the vector <0, 1, ..., lanes-1> and expressions may be vectors; lanes
         from live_lanes on are padding."""
-        lane_numbers = ir.Constant(ir.VectorType(_I64, lanes), list(range(lanes)))
+        lane_numbers = _vector_constant(_I64, range(lanes))
         outer = self.vector, self.live_lanes, self.lane_guard
         self.vector, self.live_lanes = (var, lanes), (live_lanes if live_lanes < lanes else None)
         self.lane_guard = None
@@ -618,7 +662,7 @@ class _FunctionEmitter:
     def _live_mask(self, lanes):
         """<lanes x i1>: true on the lanes of the loop itself whose conditions hold."""
         live = self.live_lanes or lanes
-        mask = ir.Constant(ir.VectorType(_I1, lanes), [int(lane < live) for lane in range(lanes)])
+        mask = _vector_constant(_I1, [int(lane < live) for lane in range(lanes)])
         return mask if self.lane_guard is None else self.builder.and_(mask, self.lane_guard)
 
     def _lane_zero_index(self, buffer, indices, guarded=False):
@@ -684,24 +728,29 @@ class _FunctionEmitter:
     def _linear_terms(self, expr, scale, terms, guarded):
         """Adds scale * expr to terms ({id(value): (value, coefficient)}) as far as it is a sum of
         constant multiples; returns the constant part."""
-        if isinstance(expr, Cast) and expr.dtype in _INDEX_TYPES and expr.value.dtype in _INDEX_TYPES:
-            return self._linear_terms(expr.value, scale, terms, guarded)
-        if isinstance(expr, Binary) and expr.op in ("+", "-"):
-            constant = self._linear_terms(expr.a, scale, terms, guarded)
-            return constant + self._linear_terms(expr.b, scale if expr.op == "+" else -scale, terms, guarded)
-        if isinstance(expr, Binary) and expr.op == "*":
-            for factor, other in ((expr.a, expr.b), (expr.b, expr.a)):
-                if isinstance(factor, Const) and type(factor.value) is int:
-                    return self._linear_terms(other, scale * factor.value, terms, guarded)
-        value = self._convert(self.expr(expr, guarded), "int64")
-        if isinstance(value, ir.Constant) and isinstance(value.type, ir.IntType):
-            return scale * value.constant
-        _, coefficient = terms.get(id(value), (value, 0))
-        if coefficient + scale:
-            terms[id(value)] = (value, coefficient + scale)
-        else:
-            del terms[id(value)]
-        return 0
+        atoms, constant = self._linear_plan(expr)
+        constant *= scale
+        for atom, factor in atoms:
+            value = self._convert(self.expr(atom, guarded), "int64")
+            if isinstance(value, ir.Constant) and isinstance(value.type, ir.IntType):
+                constant += scale * factor * value.constant
+                continue
+            _, coefficient = terms.get(id(value), (value, 0))
+            if coefficient + scale * factor:
+                terms[id(value)] = (value, coefficient + scale * factor)
+            else:
+                del terms[id(value)]
+        return constant
+
+    def _linear_plan(self, expr):
+        """expr as ([(atom, coefficient)], constant), its atoms the loop variables and the parts
+        that are no sum of constant multiples; worked out once per expression."""
+        plan = self.plans.get(id(expr))
+        if plan is None:
+            atoms = {}
+            constant = _linear_atoms(expr, 1, atoms)
+            plan = self.plans[id(expr)] = ([(atom, factor) for atom, factor in atoms.values() if factor], constant)
+        return plan
 
     def _sum_of_terms(self, terms):
         """sum(coefficient * value) of ((value, coefficient), ...), or None when empty; a sum already
@@ -762,10 +811,9 @@ class _FunctionEmitter:
         in place of one scalar load per lane."""
         span = lanes * stride
         live = self.live_lanes or lanes
-        wanted = ir.Constant(ir.VectorType(_I1, span), [int(i % stride == 0 and i // stride < live)
-                                                        for i in range(span)])
+        wanted = _vector_constant(_I1, [int(i % stride == 0 and i // stride < live) for i in range(span)])
         loaded = self._masked_span(buffer, pointer, base, wanted, guarded)
-        picks = ir.Constant(ir.VectorType(_I32, lanes), [lane * stride for lane in range(lanes)])
+        picks = _vector_constant(_I32, [lane * stride for lane in range(lanes)])
         return self.builder.shuffle_vector(loaded, ir.Constant(loaded.type, ir.Undefined), picks)
 
     def _gather(self, buffer, pointer, flats, guarded, lanes):
@@ -793,7 +841,7 @@ class _FunctionEmitter:
         count = mask.type.count
         if guarded:
             element = builder.add(self._broadcast(base, count),
-                                  ir.Constant(ir.VectorType(_I64, count), list(range(count))))
+                                  _vector_constant(_I64, range(count)))
             inside = builder.and_(builder.icmp_signed(">=", element, _constant_like(element, 0)),
                                   builder.icmp_signed("<", element, _constant_like(element, self._size(buffer))))
             mask = builder.and_(inside, mask)
@@ -825,7 +873,7 @@ class _FunctionEmitter:
             return value
         vector_type = ir.VectorType(value.type, lanes)
         if isinstance(value, ir.Constant):
-            return ir.Constant(vector_type, [value.constant] * lanes)
+            return _vector_constant(value.type, [value.constant] * lanes)
         single = self.builder.insert_element(ir.Constant(vector_type, ir.Undefined), value, ir.Constant(_I32, 0))
         return self.builder.shuffle_vector(single, ir.Constant(vector_type, ir.Undefined),
                                            ir.Constant(ir.VectorType(_I32, lanes), None))
