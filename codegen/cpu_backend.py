@@ -32,7 +32,7 @@ _SEGMENT_PROTOTYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctyp
 
 # LLVM's -O3 unrolls a loop whose unrolled body it prices under 300; the schedule already unrolls
 # what it chooses, and with its address arithmetic shared an unrolled tile's serial loops price so
-# low that -O3 unrolled them whole: 0.4-0.9 s of machine code for a 1x1 convolution's candidate
+# low that -O3 unrolled them whole: 0.4-1.0 s of machine code for a 1x1 convolution's candidate
 # instead of 0.02-0.07 s, no faster. -O2's 150 keeps the small loops it still unrolls (the
 # searched bests ran as fast side by side).
 UNROLL_THRESHOLD = 150
