@@ -156,7 +156,8 @@ def _vector_constant(element, values):
     if constant is None:
         if len(_VECTOR_CONSTANTS) >= _MAX_VECTOR_CONSTANTS:
             _VECTOR_CONSTANTS.clear()
-        constant = _VECTOR_CONSTANTS[key] = ir.Constant(ir.VectorType(element, len(values)), list(values))
+        zero = all(repr(value) in ("0", "0.0") for value in values)   # printed as one word, not per lane
+        constant = _VECTOR_CONSTANTS[key] = ir.Constant(ir.VectorType(element, len(values)), None if zero else list(values))
     return constant
 
 
@@ -814,7 +815,7 @@ class _FunctionEmitter:
         wanted = _vector_constant(_I1, [int(i % stride == 0 and i // stride < live) for i in range(span)])
         loaded = self._masked_span(buffer, pointer, base, wanted, guarded)
         picks = _vector_constant(_I32, [lane * stride for lane in range(lanes)])
-        return self.builder.shuffle_vector(loaded, ir.Constant(loaded.type, ir.Undefined), picks)
+        return self.builder.shuffle_vector(loaded, ir.Constant(loaded.type, None), picks)
 
     def _gather(self, buffer, pointer, flats, guarded, lanes):
         """A vector of lanes loaded one by one from flats; padding lanes past them hold zero (a
@@ -874,8 +875,8 @@ class _FunctionEmitter:
         vector_type = ir.VectorType(value.type, lanes)
         if isinstance(value, ir.Constant):
             return _vector_constant(value.type, [value.constant] * lanes)
-        single = self.builder.insert_element(ir.Constant(vector_type, ir.Undefined), value, ir.Constant(_I32, 0))
-        return self.builder.shuffle_vector(single, ir.Constant(vector_type, ir.Undefined),
+        single = self.builder.insert_element(ir.Constant(vector_type, None), value, ir.Constant(_I32, 0))
+        return self.builder.shuffle_vector(single, ir.Constant(vector_type, None),
                                            ir.Constant(ir.VectorType(_I32, lanes), None))
 
     def _unify(self, a, b):
@@ -898,7 +899,7 @@ class _FunctionEmitter:
         if lanes is None:
             return scalar_op(value)
         results = [scalar_op(self._lane(value, lane)) for lane in range(lanes)]
-        vector = ir.Constant(ir.VectorType(results[0].type, lanes), ir.Undefined)
+        vector = ir.Constant(ir.VectorType(results[0].type, lanes), None)
         for lane, result in enumerate(results):
             vector = self.builder.insert_element(vector, result, ir.Constant(_I32, lane))
         return vector
