@@ -124,6 +124,13 @@ def _operand_key(value):
     return str(value)
 
 
+def _linear_plan(expr):
+    """expr as ([(atom, coefficient)], constant): see _linear_atoms."""
+    atoms = {}
+    constant = _linear_atoms(expr, 1, atoms)
+    return [(atom, factor) for atom, factor in atoms.values() if factor], constant
+
+
 def _linear_atoms(expr, scale, atoms):
     """Adds scale * expr to atoms ({id(atom): (atom, coefficient)}) down its sums and products by
     integer constants; returns the constant part."""
@@ -323,9 +330,7 @@ class _FunctionEmitter:
         self.in_index = 0       # > 0 while emitting a tensor index: its integer math cannot overflow
         self.sums = {}          # (block, terms) -> a flat index's variable part emitted there
         self.integers = {}      # (block, operation, operands) -> an integer instruction emitted there
-        self.strides = {}       # (id(index), id(loop variable)[, 'mentions']) -> stride, or whether it is used
-        self.blockers = {}      # id(vectorized loop) -> vectorize_blocker's answer
-        self.plans = {}         # id(index expression) -> its _linear_plan
+        self.answers = {}       # (question, ids of its objects) -> (the objects, the answer): see _once
         self.heap = []          # malloc'ed scratch, freed on return
         # Values of the expression nodes emitted since the last statement boundary or rebinding,
         # by identity: legalisation reuses one operand in a condition and in the branches it
@@ -473,9 +478,7 @@ class _FunctionEmitter:
                 self.stmt(loop.body)
 
     def _vectorized(self, loop):
-        reason = self.blockers.get(id(loop), False)
-        if reason is False:   # asked once per loop, not once per unrolled copy of it
-            reason = self.blockers[id(loop)] = vectorize_blocker(loop)
+        reason = self._once(vectorize_blocker, loop)
         if reason is None:
             with self._vector_mode(loop.var, padded_lanes(loop.extent, self.mb.register_lanes), loop.extent):
                 self.stmt(loop.body)
@@ -599,19 +602,23 @@ class _FunctionEmitter:
         finally:
             self.vector, self.live_lanes, self.lane_guard = outer
 
+    def _once(self, question, *objects):
+        """question(*objects), asked once per emitter for the same objects: an unrolled tile asks
+        again in every copy. The cache holds the objects, so their ids are not reused while it
+        lives (access_indices makes a fresh expression of a plain int index at every call)."""
+        key = (question, *map(id, objects))
+        known = self.answers.get(key)
+        if known is None:
+            known = self.answers[key] = (objects, question(*objects))
+        return known[1]
+
     def _stride(self, index, var):
-        """affine.stride(index, var), computed once per expression: an unrolled tile asks again per copy."""
-        key = (id(index), id(var))
-        if key not in self.strides:
-            self.strides[key] = affine.stride(index, var)
-        return self.strides[key]
+        """affine.stride(index, var), once per expression."""
+        return self._once(affine.stride, index, var)
 
     def _mentions(self, index, var):
-        """mentions(index, var), computed once per expression."""
-        key = (id(index), id(var), "mentions")
-        if key not in self.strides:
-            self.strides[key] = mentions(index, var)
-        return self.strides[key]
+        """mentions(index, var), once per expression."""
+        return self._once(mentions, index, var)
 
     def _flat_stride(self, buffer, indices, var):
         """codegen.vectorize.flat_stride of an access, with the local buffer's padded rows."""
@@ -746,12 +753,7 @@ class _FunctionEmitter:
     def _linear_plan(self, expr):
         """expr as ([(atom, coefficient)], constant), its atoms the loop variables and the parts
         that are no sum of constant multiples; worked out once per expression."""
-        plan = self.plans.get(id(expr))
-        if plan is None:
-            atoms = {}
-            constant = _linear_atoms(expr, 1, atoms)
-            plan = self.plans[id(expr)] = ([(atom, factor) for atom, factor in atoms.values() if factor], constant)
-        return plan
+        return self._once(_linear_plan, expr)
 
     def _sum_of_terms(self, terms):
         """sum(coefficient * value) of ((value, coefficient), ...), or None when empty; a sum already
