@@ -525,3 +525,21 @@ def test_constant_integer_arithmetic_folds_as_the_machine_computes_it(dtype, bit
     expected = [wrap({"+": a + b, "-": a - b, "*": a * b, "tdiv": truncated(a, b),
                       "tmod": a - truncated(a, b) * b}[op]) for op, a, b in cases]
     assert c.tolist() == expected
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_compiling_leaves_the_cycle_collector_as_it_found_it(enabled):
+    """Emission pauses Python's cycle collector; a caller's setting is back afterwards, even
+    when the function is refused."""
+    import gc
+
+    gc.enable() if enabled else gc.disable()
+    try:
+        compile_func(elementwise("vectorized", 8))
+        assert gc.isenabled() == enabled
+        with pytest.raises(CodegenError):
+            A = buf("A", (4,))
+            compile_func(PrimFunc("bad", (A,), loop("i", 4, "thread", lambda i: Store(A, (i,), 1.0))))
+        assert gc.isenabled() == enabled
+    finally:
+        gc.enable()
