@@ -375,14 +375,9 @@ def _no_cycle_collection():
             gc.enable()
 
 
+@_no_cycle_collection()
 def _module_text(func, opt_level, legalised, machine):
     """(unoptimised LLVM IR, its ModuleBuilder, the legalised func), after checking func."""
-    with _no_cycle_collection():
-        return _emitted_module_text(func, opt_level, legalised, machine)
-
-
-def _emitted_module_text(func, opt_level, legalised, machine):
-    """_module_text's work."""
     if opt_level not in (0, 1, 2, 3):
         raise ValueError(f"opt_level must be 0, 1, 2 or 3, got {opt_level!r}")
     for param in func.params:

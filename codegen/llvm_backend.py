@@ -28,7 +28,7 @@ import numpy as np
 
 from codegen.ir import Allocate, Barrier, CodegenError, For, IfThenElse, LOOP_KINDS, Seq, Store, walk_stmts
 from codegen.vectorize import (MAX_VECTOR_LANES, access_indices, check_indices, flat_stride, mentions, padded_lanes,
-                               row_pitch, row_strides, stored_value, vectorize_blocker)
+                               row_pitch, stored_value, vectorize_blocker)
 from flexsched import affine, dtypes
 from flexsched.expr import Binary, Call, Cast, Compare, Const, Intrinsic, IterVar, Load, Logical, Select
 
@@ -622,13 +622,7 @@ class _FunctionEmitter:
 
     def _flat_stride(self, buffer, indices, var):
         """codegen.vectorize.flat_stride of an access, with the local buffer's padded rows."""
-        total = 0
-        for index, step in zip(indices, row_strides(self.shapes.get(buffer) or buffer.shape)):
-            stride = self._stride(index, var)
-            if stride is None:
-                return None
-            total += stride * step
-        return total
+        return flat_stride(buffer, indices, var, self.shapes.get(buffer), self._stride)
 
     def _lanes_stay_in_row(self, buffer, indices, writes=False):
         """Whether every lane of a contiguous access, padding included, lies in memory it may touch:
@@ -736,7 +730,7 @@ class _FunctionEmitter:
     def _linear_terms(self, expr, scale, terms, guarded):
         """Adds scale * expr to terms ({id(value): (value, coefficient)}) as far as it is a sum of
         constant multiples; returns the constant part."""
-        atoms, constant = self._linear_plan(expr)
+        atoms, constant = self._once(_linear_plan, expr)
         constant *= scale
         for atom, factor in atoms:
             value = self._convert(self.expr(atom, guarded), "int64")
@@ -749,11 +743,6 @@ class _FunctionEmitter:
             else:
                 del terms[id(value)]
         return constant
-
-    def _linear_plan(self, expr):
-        """expr as ([(atom, coefficient)], constant), its atoms the loop variables and the parts
-        that are no sum of constant multiples; worked out once per expression."""
-        return self._once(_linear_plan, expr)
 
     def _sum_of_terms(self, terms):
         """sum(coefficient * value) of ((value, coefficient), ...), or None when empty; a sum already

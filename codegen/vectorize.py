@@ -41,11 +41,12 @@ def mentions(expr, var):
     return any(node is var for node in walk(expr))
 
 
-def flat_stride(buffer, indices, var, shape=None):
-    """Elements between the accesses of neighbouring lanes, None when not a constant."""
+def flat_stride(buffer, indices, var, shape=None, stride_of=affine.stride):
+    """Elements between the accesses of neighbouring lanes, None when not a constant (stride_of:
+    affine.stride, or a caller's cached copy of it)."""
     total = 0
     for index, step in zip(indices, row_strides(shape or buffer.shape)):
-        stride = affine.stride(index, var)
+        stride = stride_of(index, var)
         if stride is None:
             return None
         total += stride * step
