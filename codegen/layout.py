@@ -32,6 +32,8 @@ from .ir import Allocate, Buffer, For, Store, loop_var, map_exprs, map_stmts, se
 # square tiles through registers (codegen.llvm_backend's transposed copies), so neither side is
 # read or written a lane at a time.
 CONVERSION_VECTORS = True
+# The longest vectorised conversion loop; a longer one is strip-mined (_strip_mined).
+MAX_CONVERSION_STRIP = 64
 
 
 class LayoutError(FlexschedError, ValueError):
@@ -220,6 +222,23 @@ def _conversion(param, inside, blockings, to_inside):
     return _copy_nest(stmt, loops + [(inner, block), (variables[last], param.shape[last])])
 
 
+def _strip_mined(stmt, loops):
+    """(stmt, loops) with an innermost loop longer than a vector's lanes can be split into strips
+    of at most MAX_CONVERSION_STRIP, their loop moved outside the loop around it; unchanged when no
+    strip of a whole number of 8 lanes divides it (16 preferred). The strips keep the innermost loop vectorised and
+    the two loops a transposed copy needs next to each other (YOLO C1's output, 224 wide, was copied
+    element by element otherwise)."""
+    var, extent = loops[-1]
+    sizes = [size for size in range(MAX_CONVERSION_STRIP, 7, -8) if size % 16 == 0]   # whole AVX-512 registers first
+    sizes += [size for size in range(MAX_CONVERSION_STRIP, 7, -8) if size % 16]
+    strip = next((size for size in sizes if extent % size == 0), None)
+    if len(loops) < 2 or extent <= MAX_CONVERSION_STRIP or strip is None or not CONVERSION_VECTORS:
+        return stmt, loops
+    outer, inner = loop_var(f"{var.name}o", extent // strip), loop_var(f"{var.name}i", strip)
+    stmt = map_exprs(stmt, lambda expr: transform(expr, lambda node: outer * strip + inner if node is var else None))
+    return stmt, loops[:-2] + [(outer, outer.extent), loops[-2], (inner, strip)]
+
+
 def _loop_vars(name, shape):
     return [loop_var(f"{name}.c{d}", n) for d, n in enumerate(shape)]
 
@@ -230,10 +249,11 @@ def _copy_nest(stmt, loops):
     if trivial:
         stmt = map_exprs(stmt, lambda expr: transform(expr, lambda node: trivial.get(id(node))))
     loops = [(var, extent) for var, extent in loops if extent > 1] or loops[-1:]
+    stmt, loops = _strip_mined(stmt, loops)
     for depth in range(len(loops) - 1, -1, -1):
         var, extent = loops[depth]
         kind = "parallel" if depth == 0 and extent > 1 else "serial"
-        if depth == len(loops) - 1 and CONVERSION_VECTORS and 1 < extent <= 64 and kind == "serial":
+        if depth == len(loops) - 1 and CONVERSION_VECTORS and 1 < extent <= MAX_CONVERSION_STRIP and kind == "serial":
             kind = "vectorized"
         stmt = For(var, extent, kind, stmt)
     return stmt

@@ -30,3 +30,14 @@ def test_whole_tiles_are_shuffled_not_gathered_lane_by_lane():
     # Nothing else in this kernel runs on vector lanes, so a conversion gathered or scattered lane by
     # lane would be the only source of per-lane inserts or extracts.
     assert "insertelement" not in text and "extractelement" not in text
+
+
+def test_a_conversion_longer_than_a_strip_is_shuffled_strip_by_strip():
+    """A 96-wide output row is copied back in strips, each through square tiles, and matches."""
+    task = get_task("C2D", 1, 16, 4, 96, 16, 1, 1, 0)
+    kernel = build(task, Schedule((Layout("O", 1, 8),)))
+    inputs = task.random_inputs(seed=3)
+    (out,) = kernel.run(*inputs)
+    np.testing.assert_allclose(out, task.evaluate(*inputs)[0], rtol=1e-4, atol=1e-4)
+    text = kernel.compiled.unoptimized_ir
+    assert "shufflevector" in text and "insertelement" not in text and "extractelement" not in text

@@ -106,3 +106,23 @@ def test_with_blocked_interface_moves_the_named_conversions_to_the_caller():
     outputs, lowered, reference = interpreted(task, schedule.steps)
     assert [p.name for p in lowered.blocked] == ["B"]
     np.testing.assert_allclose(outputs[0], reference[0], rtol=1e-5, atol=1e-5)
+
+
+def _output_conversion(lowered):
+    """The loops of the nest copying the blocked output back to the caller's O, outermost first."""
+    nest = [s for s in walk_stmts(lowered.func.body) if isinstance(s, For) and s.var.name.startswith("O.c")]
+    return [(loop.var.name, loop.extent, loop.kind) for loop in nest]
+
+
+def test_a_long_conversion_row_is_copied_in_strips_of_whole_vectors():
+    # O (16 x 96) blocked by 8 rows: the copy back reads the block along i and writes along j, 96 long.
+    outputs, lowered, reference = interpreted(get_task("GMM", 16, 12, 96), [Layout("O", 0, 8)])
+    np.testing.assert_allclose(outputs[0], reference[0], rtol=1e-5, atol=1e-5)
+    assert _output_conversion(lowered) == [("O.c0o", 2, "parallel"), ("O.c1o", 2, "serial"), ("O.c0i", 8, "serial"),
+                                           ("O.c1i", 48, "vectorized")]
+
+
+def test_a_long_conversion_row_without_a_strip_of_whole_vectors_stays_as_it_is():
+    outputs, lowered, reference = interpreted(get_task("GMM", 16, 12, 67), [Layout("O", 0, 8)])
+    np.testing.assert_allclose(outputs[0], reference[0], rtol=1e-5, atol=1e-5)
+    assert _output_conversion(lowered) == [("O.c0o", 2, "parallel"), ("O.c0i", 8, "serial"), ("O.c1", 67, "serial")]
