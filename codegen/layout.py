@@ -223,13 +223,13 @@ def _conversion(param, inside, blockings, to_inside):
 
 
 def _strip_mined(stmt, loops):
-    """(stmt, loops) with an innermost loop longer than a vector's lanes can be split into strips
-    of at most MAX_CONVERSION_STRIP, their loop moved outside the loop around it; unchanged when no
-    strip of a whole number of 8 lanes divides it (16 preferred). The strips keep the innermost loop vectorised and
-    the two loops a transposed copy needs next to each other (YOLO C1's output, 224 wide, was copied
-    element by element otherwise)."""
+    """(stmt, loops) with an innermost loop longer than MAX_CONVERSION_STRIP split into strips of
+    whole vectors (16 lanes where they divide it, else 8), the strip loop moved outside the loop
+    around it; unchanged where no strip divides it. The innermost loop stays vectorised and the two
+    loops a transposed copy needs stay next to each other (YOLO C1's output rows, 224 long, were
+    copied element by element otherwise)."""
     var, extent = loops[-1]
-    sizes = [size for size in range(MAX_CONVERSION_STRIP, 7, -8) if size % 16 == 0]   # whole AVX-512 registers first
+    sizes = [size for size in range(MAX_CONVERSION_STRIP, 7, -8) if size % 16 == 0]   # whole AVX-512 registers
     sizes += [size for size in range(MAX_CONVERSION_STRIP, 7, -8) if size % 16]
     strip = next((size for size in sizes if extent % size == 0), None)
     if len(loops) < 2 or extent <= MAX_CONVERSION_STRIP or strip is None or not CONVERSION_VECTORS:
