@@ -77,14 +77,26 @@ def copy_other_cases(earlier, path, tasks):
                 out.write(json.dumps(record.data) + "\n")
 
 
-def run_case(name, task, args, evaluator):
+def search_pass(task, args, evaluator, trials, resume):
+    """One of a case's earlier passes (--passes): its search resumed up to `trials` in all, with no
+    finalists and no final build; (seconds, starts carried over from the other cases)."""
+    start = time.perf_counter()
+    result = optimize(task, get_target("llvm"), trials=trials, method=args.method, seed=args.seed,
+                      evaluator=evaluator, start_pool=args.start_pool, log=args.records, resume=resume,
+                      transfer_from=args.records if args.transfer else None, build_kernel=False)
+    return time.perf_counter() - start, result.transferred_starts
+
+
+def run_case(name, task, args, evaluator, earlier=(0.0, 0)):
+    """The case's (last) search, its finalists and the rounds against torch; earlier: the seconds and
+    carried-over starts of its earlier passes, whose records the search resumes."""
     info = analyze(task)
     target = get_target("llvm")
     start = time.perf_counter()
     result = optimize(task, target, trials=args.trials, method=args.method, seed=args.seed, evaluator=evaluator,
                       finalists=args.finalists, start_pool=args.start_pool, log=args.records,
-                      transfer_from=args.records if args.transfer else None)
-    search_seconds = time.perf_counter() - start
+                      resume=args.passes > 1, transfer_from=args.records if args.transfer else None)
+    search_seconds = time.perf_counter() - start + earlier[0]
     entries = result.history.entries
     failures = {}
     for entry in entries:
@@ -107,7 +119,8 @@ def run_case(name, task, args, evaluator):
     return {
         "case": name, "task": str(task), "method": args.method, "trials": len(entries), "ok": result.history.num_ok,
         "failures": failures, "search_seconds": search_seconds, "candidates_per_second": len(entries) / search_seconds,
-        "priced_starts": result.priced_starts, "transferred_starts": result.transferred_starts,
+        "priced_starts": result.priced_starts, "transferred_starts": result.transferred_starts + earlier[1],
+        "passes": args.passes,
         "compile_seconds_mean": statistics.mean(compiles) if compiles else 0.0,
         "search_loop_seconds": search_loop_seconds, "search_candidates_per_second": len(entries) / search_loop_seconds,
         "phase_seconds_median": {phase: statistics.median(d.get(f"{phase}_seconds", 0.0) for d in measured)
@@ -170,6 +183,10 @@ def main():
     parser.add_argument("--records-from", metavar="EARLIER",
                         help="with --records: the new file starts with EARLIER's records of the cases not run now, "
                              "so --transfer carries over layers tuned in another run (GMM's best to the 1x1 layers)")
+    parser.add_argument("--passes", type=int, default=1,
+                        help="with --records: spread each case's trials over this many passes over the cases, "
+                             "each resuming its search, so with --transfer every case starts from what all the "
+                             "others found in the passes before (as a network is tuned task by task in rounds)")
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--slow-run", type=float, default=0.5,
                         help="candidates slower than this per run are timed once (they cannot win)")
@@ -183,6 +200,10 @@ def main():
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(all_cases)}")
     if args.transfer and not args.records:
         parser.error("--transfer starts from the earlier cases' records: give --records FILE")
+    if args.passes < 1 or args.passes > args.trials:
+        parser.error(f"--passes must be between 1 and --trials ({args.trials}), got {args.passes}")
+    if args.passes > 1 and not args.records:
+        parser.error("--passes resumes each case's search from its records: give --records FILE")
     if args.records and Path(args.records).exists():
         parser.error(f"--records {args.records} exists: a shared record file would hand this run earlier runs' points")
     if args.records_from:
@@ -194,8 +215,16 @@ def main():
     out_path.parent.mkdir(parents=True, exist_ok=True)
     settings = dict(timeout_s=args.timeout, warmup=1, repeats=3, min_run_seconds=0.02, slow_run_seconds=args.slow_run)
     with CpuEvaluator(**settings) as evaluator:
+        earlier = {name: (0.0, 0) for name in names}   # seconds and carried-over starts of the earlier passes
+        for done in range(1, args.passes):
+            for name in names:
+                seconds, carried = search_pass(all_cases[name], args, evaluator, args.trials * done // args.passes,
+                                               resume=done > 1)
+                earlier[name] = (earlier[name][0] + seconds, earlier[name][1] + carried)
+                print(f"{name:4} pass {done} of {args.passes}: {args.trials * done // args.passes} trials, "
+                      f"{carried} starts carried over", flush=True)
         for name in names:
-            row = run_case(name, all_cases[name], args, evaluator)
+            row = run_case(name, all_cases[name], args, evaluator, earlier[name])
             rows.append(row)
             out_path.write_text(json.dumps(rows, indent=1))  # kept after every case
             print(f"{name:4} {row['gflops']:7.1f} GFLOPS vs torch {row['torch_gflops']:7.1f}: ratio "

@@ -17,7 +17,10 @@ tens of measurements to get. Priced points are not measured and do not count as 
 
 Transferred starts: `start_points` (points carried over from other tasks' records, see
 explore.transfer) are measured in the first warm-up batch beside the `starts` screened or random
-ones, so a search of one layer starts from what its neighbours found; they count as trials.
+ones, so a search of one layer starts from what its neighbours found; they count as trials. A
+resumed search measures those it has not evaluated before first: a network tuned in passes (each
+layer's budget spread over several, every layer resumed in turn) starts each pass of a layer from
+what the others found in the passes before, not only from the layers tuned before its first.
 
 Shared record files: with `shared` (explore.claims.SharedRecords), each batch of proposals is first
 claimed: a point another run already recorded joins the history with that run's result (reused,
@@ -167,6 +170,10 @@ class Search:
         screen = self.screen
         if screen is not None:
             screen.observe(list(history))
+        if resumed and len(history) < trials:
+            entries = evaluate(self._transferred_starts(method, set()))
+            if screen is not None:
+                screen.observe(entries)
         self._warm_up(history, method, evaluate, trials, screen)
         stop_reason = "trials"
         while len(history) < trials:

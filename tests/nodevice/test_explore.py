@@ -391,6 +391,19 @@ def test_carried_over_starts_are_measured_first_beside_random_ones(tmp_path):
     assert alone.transferred_starts == 0
 
 
+def test_a_resumed_search_first_measures_what_other_tasks_found_since(tmp_path):
+    log = tmp_path / "network.jsonl"
+    tune(GMM, trials=8, log=str(log), transfer_from=str(log))   # the first pass: nothing to carry over yet
+    other, _ = tune(OTHER_GMM, trials=20, log=str(log))
+    carried = space_of(GMM).nearest_point(other.config)
+    result, evaluator = tune(GMM, trials=16, log=str(log), resume=True, transfer_from=str(log))
+    assert result.transferred_starts == 1 and evaluator.calls[0] == carried
+    assert len(result.history) == 16 and len(evaluator.calls) == 8
+    # A later pass does not measure it again.
+    result, evaluator = tune(GMM, trials=20, log=str(log), resume=True, transfer_from=str(log))
+    assert result.transferred_starts == 0 and carried not in evaluator.calls and len(evaluator.calls) == 4
+
+
 # ---------------------------------------------------------------- records
 
 RECORD_KEYS = {"task", "target", "config", "result", "error", "time", "version", "method", "seed", "point",
