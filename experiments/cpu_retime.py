@@ -4,8 +4,10 @@ Run:  .venv/bin/python experiments/cpu_retime.py experiments/results/cpu_benchma
 
 Each case's best schedule from the results file is rebuilt (in the isolated build worker), checked against the reference
 evaluator, then timed against the PyTorch call in alternating rounds (explore.side_by_side), as
-cpu_benchmark.py does, `--repeat` times in a row, with the kernel also timed alone before each
-block: a second opinion on a benchmark's figures from the same kernels on the same host.
+cpu_benchmark.py does, `--repeat` times in a row, with the kernel and the PyTorch call also timed
+alone before each block: a second opinion on a benchmark's figures from the same kernels on the
+same host. Torch alone says which of its two speeds a process got on the layers where it has two
+(YOLO C14 at 40-45 or 96-103 GFLOPS, alone and alternated alike, from one process to the next).
 """
 
 from __future__ import annotations
@@ -30,7 +32,8 @@ from cpu_benchmark import cases, cpu_description
 
 
 def retime(task, schedule, rounds, repeat):
-    """[(ours GFLOPS alone, ours GFLOPS beside torch, torch GFLOPS, median ratio)] per block."""
+    """[(ours GFLOPS alone, ours GFLOPS beside torch, torch GFLOPS, median ratio, torch GFLOPS alone)]
+    per block."""
     target = get_target("llvm")
     inputs = task.random_inputs(seed=1)
     reference = task.evaluate(*inputs)
@@ -41,9 +44,11 @@ def retime(task, schedule, rounds, repeat):
     blocks = []
     for _ in range(repeat):
         alone = time_side_by_side([ours], rounds)
+        library_alone = time_side_by_side([library], rounds)
         side = time_side_by_side([ours, library], rounds)
         blocks.append((flops / alone.seconds("ours") / 1e9, flops / side.seconds("ours") / 1e9,
-                       flops / side.seconds(library.name) / 1e9, statistics.median(side.ratios("ours", library.name))))
+                       flops / side.seconds(library.name) / 1e9, statistics.median(side.ratios("ours", library.name)),
+                       flops / library_alone.seconds(library.name) / 1e9))
     return blocks
 
 
@@ -69,9 +74,11 @@ def main():
         blocks = retime(tasks[name], schedule, args.rounds, args.repeat)
         ratios = [block[3] for block in blocks]
         out.append({"case": name, "benchmark_ratio": rows[name]["ratio_median"], "ratios": ratios,
-                    "blocks": [dict(zip(("alone_gflops", "gflops", "torch_gflops", "ratio"), b)) for b in blocks]})
+                    "blocks": [dict(zip(("alone_gflops", "gflops", "torch_gflops", "ratio", "torch_alone_gflops"), b))
+                               for b in blocks]})
         print(f"{name:4} benchmark {rows[name]['ratio_median']:.2f}; re-timed "
-              + ", ".join(f"{b[3]:.2f} ({b[1]:.0f} vs {b[2]:.0f} GFLOPS, {b[0]:.0f} alone)" for b in blocks), flush=True)
+              + ", ".join(f"{b[3]:.2f} ({b[1]:.0f} vs {b[2]:.0f} GFLOPS; alone {b[0]:.0f} vs {b[4]:.0f})" for b in blocks),
+              flush=True)
     conv = [statistics.median(row["ratios"]) for row in out if row["case"].startswith("C")]
     if conv:
         print(f"YOLO geometric mean of the re-timed medians over {len(conv)} layers: "
