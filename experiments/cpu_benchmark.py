@@ -77,6 +77,25 @@ def copy_other_cases(earlier, path, tasks):
                 out.write(json.dumps(record.data) + "\n")
 
 
+def pass_sizes(text):
+    """--passes: N equal passes ((None,) * N) or the trials of each pass ("160,40")."""
+    parts = [int(part) for part in text.split(",")]
+    if any(part < 1 for part in parts):
+        raise argparse.ArgumentTypeError(f"passes must be positive, got {text}")
+    return (None,) * parts[0] if len(parts) == 1 else tuple(parts)
+
+
+def pass_ends(sizes, trials):
+    """The trials each case has done at the end of each pass (the last: `trials`)."""
+    if None in sizes:
+        if len(sizes) > trials:
+            raise ValueError(f"{len(sizes)} passes of {trials} trials leave some empty")
+        return tuple(trials * done // len(sizes) for done in range(1, len(sizes) + 1))
+    if sum(sizes) != trials:
+        raise ValueError(f"the passes' trials {list(sizes)} add up to {sum(sizes)}, not --trials {trials}")
+    return tuple(sum(sizes[:done]) for done in range(1, len(sizes) + 1))
+
+
 def search_pass(task, args, evaluator, trials, resume):
     """One of a case's earlier passes (--passes): its search resumed up to `trials` in all, with no
     finalists and no final build; (seconds, starts carried over from the other cases)."""
@@ -95,7 +114,7 @@ def run_case(name, task, args, evaluator, earlier=(0.0, 0)):
     start = time.perf_counter()
     result = optimize(task, target, trials=args.trials, method=args.method, seed=args.seed, evaluator=evaluator,
                       finalists=args.finalists, start_pool=args.start_pool, log=args.records,
-                      resume=args.passes > 1, transfer_from=args.records if args.transfer else None)
+                      resume=len(args.passes) > 1, transfer_from=args.records if args.transfer else None)
     search_seconds = time.perf_counter() - start + earlier[0]
     entries = result.history.entries
     failures = {}
@@ -120,7 +139,7 @@ def run_case(name, task, args, evaluator, earlier=(0.0, 0)):
         "case": name, "task": str(task), "method": args.method, "trials": len(entries), "ok": result.history.num_ok,
         "failures": failures, "search_seconds": search_seconds, "candidates_per_second": len(entries) / search_seconds,
         "priced_starts": result.priced_starts, "transferred_starts": result.transferred_starts + earlier[1],
-        "passes": args.passes,
+        "passes": list(args.passes),
         "compile_seconds_mean": statistics.mean(compiles) if compiles else 0.0,
         "search_loop_seconds": search_loop_seconds, "search_candidates_per_second": len(entries) / search_loop_seconds,
         "phase_seconds_median": {phase: statistics.median(d.get(f"{phase}_seconds", 0.0) for d in measured)
@@ -183,10 +202,11 @@ def main():
     parser.add_argument("--records-from", metavar="EARLIER",
                         help="with --records: the new file starts with EARLIER's records of the cases not run now, "
                              "so --transfer carries over layers tuned in another run (GMM's best to the 1x1 layers)")
-    parser.add_argument("--passes", type=int, default=1,
-                        help="with --records: spread each case's trials over this many passes over the cases, "
-                             "each resuming its search, so with --transfer every case starts from what all the "
-                             "others found in the passes before (as a network is tuned task by task in rounds)")
+    parser.add_argument("--passes", type=pass_sizes, default=(None,), metavar="N|T1,T2,...",
+                        help="with --records: spread each case's trials over N equal passes over the cases (or "
+                             "passes of T1, T2, ... trials), each resuming its search, so with --transfer every case "
+                             "starts from what all the others found in the passes before (as a network is tuned "
+                             "task by task in rounds)")
     parser.add_argument("--timeout", type=float, default=60.0)
     parser.add_argument("--slow-run", type=float, default=0.5,
                         help="candidates slower than this per run are timed once (they cannot win)")
@@ -200,9 +220,11 @@ def main():
         parser.error(f"unknown case(s) {', '.join(unknown)}; choose from {', '.join(all_cases)}")
     if args.transfer and not args.records:
         parser.error("--transfer starts from the earlier cases' records: give --records FILE")
-    if args.passes < 1 or args.passes > args.trials:
-        parser.error(f"--passes must be between 1 and --trials ({args.trials}), got {args.passes}")
-    if args.passes > 1 and not args.records:
+    try:
+        args.passes = pass_ends(args.passes, args.trials)
+    except ValueError as err:
+        parser.error(f"--passes: {err}")
+    if len(args.passes) > 1 and not args.records:
         parser.error("--passes resumes each case's search from its records: give --records FILE")
     if args.records and Path(args.records).exists():
         parser.error(f"--records {args.records} exists: a shared record file would hand this run earlier runs' points")
@@ -216,13 +238,12 @@ def main():
     settings = dict(timeout_s=args.timeout, warmup=1, repeats=3, min_run_seconds=0.02, slow_run_seconds=args.slow_run)
     with CpuEvaluator(**settings) as evaluator:
         earlier = {name: (0.0, 0) for name in names}   # seconds and carried-over starts of the earlier passes
-        for done in range(1, args.passes):
+        for done, end in enumerate(args.passes[:-1], 1):
             for name in names:
-                seconds, carried = search_pass(all_cases[name], args, evaluator, args.trials * done // args.passes,
-                                               resume=done > 1)
+                seconds, carried = search_pass(all_cases[name], args, evaluator, end, resume=done > 1)
                 earlier[name] = (earlier[name][0] + seconds, earlier[name][1] + carried)
-                print(f"{name:4} pass {done} of {args.passes}: {args.trials * done // args.passes} trials, "
-                      f"{carried} starts carried over", flush=True)
+                print(f"{name:4} pass {done} of {len(args.passes)}: {end} trials, {carried} starts carried over",
+                      flush=True)
         for name in names:
             row = run_case(name, all_cases[name], args, evaluator, earlier[name])
             rows.append(row)
