@@ -229,10 +229,12 @@ def _strip_mined(stmt, loops):
     loops a transposed copy needs stay next to each other (YOLO C1's output rows, 224 long, were
     copied element by element otherwise)."""
     var, extent = loops[-1]
-    sizes = [size for size in range(MAX_CONVERSION_STRIP, 7, -8) if size % 16 == 0]   # whole AVX-512 registers
-    sizes += [size for size in range(MAX_CONVERSION_STRIP, 7, -8) if size % 16]
+    if len(loops) < 2 or extent <= MAX_CONVERSION_STRIP or not CONVERSION_VECTORS:
+        return stmt, loops
+    # Largest first, whole AVX-512 registers (multiples of 16) before the rest.
+    sizes = sorted(range(MAX_CONVERSION_STRIP, 7, -8), key=lambda size: size % 16 != 0)
     strip = next((size for size in sizes if extent % size == 0), None)
-    if len(loops) < 2 or extent <= MAX_CONVERSION_STRIP or strip is None or not CONVERSION_VECTORS:
+    if strip is None:
         return stmt, loops
     outer, inner = loop_var(f"{var.name}o", extent // strip), loop_var(f"{var.name}i", strip)
     stmt = map_exprs(stmt, lambda expr: transform(expr, lambda node: outer * strip + inner if node is var else None))

@@ -18,6 +18,7 @@ seconds at a time.
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import os
@@ -78,22 +79,22 @@ def copy_other_cases(earlier, path, tasks):
 
 
 def pass_sizes(text):
-    """--passes: N equal passes ((None,) * N) or the trials of each pass ("160,40")."""
-    parts = [int(part) for part in text.split(",")]
+    """--passes: "N" (N equal passes) or the trials of each pass ("160,40")."""
+    parts = tuple(int(part) for part in text.split(","))
     if any(part < 1 for part in parts):
         raise argparse.ArgumentTypeError(f"passes must be positive, got {text}")
-    return (None,) * parts[0] if len(parts) == 1 else tuple(parts)
+    return parts
 
 
 def pass_ends(sizes, trials):
     """The trials each case has done at the end of each pass (the last: `trials`)."""
-    if None in sizes:
-        if len(sizes) > trials:
-            raise ValueError(f"{len(sizes)} passes of {trials} trials leave some empty")
-        return tuple(trials * done // len(sizes) for done in range(1, len(sizes) + 1))
+    if len(sizes) == 1:   # a count of equal passes
+        if sizes[0] > trials:
+            raise ValueError(f"{sizes[0]} passes of {trials} trials leave some empty")
+        return tuple(trials * done // sizes[0] for done in range(1, sizes[0] + 1))
     if sum(sizes) != trials:
         raise ValueError(f"the passes' trials {list(sizes)} add up to {sum(sizes)}, not --trials {trials}")
-    return tuple(sum(sizes[:done]) for done in range(1, len(sizes) + 1))
+    return tuple(itertools.accumulate(sizes))
 
 
 def search_pass(task, args, evaluator, trials, resume):
@@ -202,7 +203,7 @@ def main():
     parser.add_argument("--records-from", metavar="EARLIER",
                         help="with --records: the new file starts with EARLIER's records of the cases not run now, "
                              "so --transfer carries over layers tuned in another run (GMM's best to the 1x1 layers)")
-    parser.add_argument("--passes", type=pass_sizes, default=(None,), metavar="N|T1,T2,...",
+    parser.add_argument("--passes", type=pass_sizes, default=(1,), metavar="N|T1,T2,...",
                         help="with --records: spread each case's trials over N equal passes over the cases (or "
                              "passes of T1, T2, ... trials), each resuming its search, so with --transfer every case "
                              "starts from what all the others found in the passes before (as a network is tuned "
