@@ -370,11 +370,13 @@ class _FunctionEmitter:
     def _for(self, loop):
         if loop is self.outlined_loop:
             self._serial_loop(loop.var, *self.bounds, loop.body)
-        elif loop.kind == "unrolled":
-            self._unrolled(loop)
         elif loop.kind == "vectorized":
             self._vectorized(loop)
-        elif not self._transposed_copy(loop):
+        elif self._transposed_copy(loop):
+            pass
+        elif loop.kind == "unrolled":
+            self._unrolled(loop)
+        else:
             self._serial_loop(loop.var, _int64(0), _int64(loop.extent), loop.body)
 
     def _serial_loop(self, var, begin, end, body):
@@ -407,15 +409,17 @@ class _FunctionEmitter:
     def _transposed_copy(self, loop):
         """Emit a copy nest that transposes, as tiles through registers; False where it is none.
 
-        The nest is a serial loop around a vectorized one whose body copies an element, the source
-        contiguous along the outer loop and the destination along the inner one (a layout
-        conversion: codegen.layout). Lane by lane, each vector would be gathered from (or scattered
-        to) as many cache lines as it has lanes; instead an N x N tile is loaded as N vectors along
-        the outer loop, transposed by shuffles and stored as N vectors along the inner one. Outer
-        iterations past the last whole tile run as before."""
-        width = self._transpose_tile(loop)
-        if width is None:
+        The nest is a serial or unrolled loop around a vectorized one whose body copies an element,
+        one side contiguous along the outer loop and the other along the inner one: a layout
+        conversion (codegen.layout), or a register tile vectorised along another axis than the
+        output's contiguous one, copied out. Lane by lane, each vector would be gathered from (or
+        scattered to) as many cache lines as it has lanes; instead an N x N tile is loaded as N
+        vectors along the source's contiguous loop, transposed by shuffles and stored as N vectors
+        along the target's. Outer iterations past the last whole tile run as before."""
+        tile = self._transpose_tile(loop)
+        if tile is None:
             return False
+        width, source_along_outer = tile
         inner = loop.body
         store = inner.body
         source, source_indices = store.value.tensor, access_indices(store.value)
@@ -428,28 +432,43 @@ class _FunctionEmitter:
                 flat = self._flat_index(buffer, indices)
             return self._address(buffer, self._pointer_of(buffer), flat)
 
-        def emit(counter):
-            base = self.builder.mul(counter, _int64(width), flags=_NO_WRAP)
+        def corner(base, column, outer_step, inner_step):
+            return self.builder.add(base, _int64(outer_step), flags=_NO_WRAP), _int64(column + inner_step)
+
+        def emit(base):
+            # Vector j is loaded at step j across the source's contiguous loop; transposed vector i
+            # is stored at step i across the target's.
             for column in range(0, inner.extent, width):
-                rows = [self.builder.load(element_at(source, source_indices, base, _int64(column + j)),
-                                          align=_ITEM_SIZES[source.dtype], typ=ir.VectorType(element, width))
-                        for j in range(width)]
+                rows = []
+                for j in range(width):
+                    steps = (0, j) if source_along_outer else (j, 0)
+                    rows.append(self.builder.load(element_at(source, source_indices, *corner(base, column, *steps)),
+                                                  align=_ITEM_SIZES[source.dtype], typ=ir.VectorType(element, width)))
                 for i, vector in enumerate(_transposed(self.builder, rows)):
                     self.mb.count_store()
-                    outer = self.builder.add(base, _int64(i), flags=_NO_WRAP)
-                    self.builder.store(vector, element_at(target, target_indices, outer, _int64(column)),
+                    steps = (i, 0) if source_along_outer else (0, i)
+                    self.builder.store(vector, element_at(target, target_indices, *corner(base, column, *steps)),
                                        align=_ITEM_SIZES[target.dtype])
 
-        self._counted_loop(f"{loop.var.name}.tile", _int64(0), _int64(tiles), emit)
+        if loop.kind == "unrolled":
+            for tile_index in range(tiles):
+                emit(_int64(tile_index * width))
+            for step in range(tiles * width, loop.extent):
+                with self._bound(loop.var, _int64(step)):
+                    self.stmt(loop.body)
+            return True
+        self._counted_loop(f"{loop.var.name}.tile", _int64(0), _int64(tiles),
+                           lambda counter: emit(self.builder.mul(counter, _int64(width), flags=_NO_WRAP)))
         if loop.extent % width:
             self._serial_loop(loop.var, _int64(tiles * width), _int64(loop.extent), loop.body)
         return True
 
     def _transpose_tile(self, loop):
-        """The side N of the square tiles a loop's copy nest transposes by (a power of two of at least
-        4 lanes, at most a register, dividing the inner loop), or None where it is no such copy."""
+        """(N, whether the source is contiguous along the outer loop) of the square tiles a loop's
+        copy nest transposes by (N a power of two of at least 4 lanes, at most a register, dividing
+        the inner loop), or None where it is no such copy."""
         inner = loop.body
-        if self.vector is not None or self.lane_guard is not None or loop.kind != "serial":
+        if self.vector is not None or self.lane_guard is not None or loop.kind not in ("serial", "unrolled"):
             return None
         if not (isinstance(inner, For) and inner.kind == "vectorized" and isinstance(inner.body, Store)):
             return None
@@ -463,14 +482,20 @@ class _FunctionEmitter:
             shape = self.shapes.get(buffer)
             strides[name] = (flat_stride(buffer, indices, loop.var, shape),
                              flat_stride(buffer, indices, inner.var, shape))
-        if strides["source"][0] != 1 or strides["target"][1] != 1 or 1 in (strides["source"][1], strides["target"][0]):
-            return None
         if None in strides["source"] + strides["target"]:
+            return None
+        # The source contiguous along one loop, the target along the other, and neither along both.
+        (source_outer, source_inner), (target_outer, target_inner) = strides["source"], strides["target"]
+        if source_outer == 1 and target_inner == 1 and 1 not in (source_inner, target_outer):
+            source_along_outer = True
+        elif source_inner == 1 and target_outer == 1 and 1 not in (source_outer, target_inner):
+            source_along_outer = False
+        else:
             return None
         width = self.mb.register_lanes
         while width >= 4 and (inner.extent % width or loop.extent < width):
             width //= 2
-        return width if width >= 4 else None
+        return (width, source_along_outer) if width >= 4 else None
 
     def _unrolled(self, loop):
         for step in range(loop.extent):

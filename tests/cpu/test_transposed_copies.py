@@ -1,12 +1,17 @@
-"""Layout conversions copy square tiles through registers: the caller's array is read and the
-blocked one written a whole vector at a time, and outer iterations past the last tile run lane by lane."""
+"""Layout conversions, and register tiles copied out across the output's contiguous axis, move square
+tiles through registers: both sides are read and written a whole vector at a time, and outer
+iterations past the last tile run lane by lane."""
 
 import numpy as np
 import pytest
 
+from analysis import analyze
 from codegen.kernel import build
 from flexsched.registry import get_task
 from flexsched.schedule import Layout, Schedule
+from flexsched.target import get_target
+from space import generate
+from space.config import Config
 
 
 def _blocked_kernel(width):
@@ -41,3 +46,21 @@ def test_a_conversion_longer_than_a_strip_is_shuffled_strip_by_strip():
     np.testing.assert_allclose(out, task.evaluate(*inputs)[0], rtol=1e-4, atol=1e-4)
     text = kernel.compiled.unoptimized_ir
     assert "shufflevector" in text and "insertelement" not in text and "extractelement" not in text
+
+
+def test_a_register_tile_vectorised_along_the_channels_is_copied_out_through_transposed_tiles():
+    """A tile of 4 pixels x one vector of output channels writes the caller's NCHW output as 4 x 4
+    squares, each stored 4 pixels at a time, rather than scattering every lane to its own channel."""
+    task = get_task("C2D", 1, 8, 16, 16, 32, 1, 1, 0)
+    space = generate(analyze(task), "llvm")
+    lanes = get_target("llvm").vector_lanes
+    config = space.config(space.random_point(0)).to_dict()
+    # The tile takes k's innermost factor for the pixels (4) and the pixels' (a vector) for k.
+    config.update({"O.accumulate": "registers", "O.vector": "k", "O.split.hw": (256 // lanes, 1, 1, lanes),
+                   "O.split.k": (8, 1, 1, 4), "O.pack.W": "none", "O.block.pad": "none"})
+    kernel = build(task, space.schedule(space.point(Config.from_dict(config))))
+    inputs = task.random_inputs(seed=3)
+    (out,) = kernel.run(*inputs)
+    np.testing.assert_allclose(out, task.evaluate(*inputs)[0], rtol=1e-4, atol=1e-4)
+    text = kernel.compiled.unoptimized_ir
+    assert "store <4 x float>" in text and "extractelement" not in text
