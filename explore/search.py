@@ -13,7 +13,10 @@ Model-screened starts: with `start_screen` (an evaluator that predicts, such as 
 model) and `start_pool`, the first warm-up batch is the `starts` best of `start_pool` random
 points as the model ranks them, not `starts` random ones: on the 1x1 YOLO layers the model's pick
 of 64 ran 3-10x faster than a random point, so the climb starts where a random search would need
-tens of measurements to get. Priced points are not measured and do not count as trials.
+tens of measurements to get. Priced points are not measured and do not count as trials. The
+picks take the best of each kind of kernel the pool holds (`Space.family`: on a CPU, where a
+reduction accumulates and which axis its register tile vectorises) before any second of a kind,
+since the model's ranking across kinds is rough and a climb seldom crosses from one to another.
 
 Transferred starts: `start_points` (points carried over from other tasks' records, see
 explore.transfer) are measured in the first warm-up batch beside the `starts` screened or random
@@ -245,8 +248,19 @@ class Search:
         ranked = sorted((evaluation.seconds, index) for index, evaluation in enumerate(predicted) if evaluation.ok)
         logger.debug("priced %d random points in %.1f s to pick %d starts (%d priced)", len(pool),
                      time.perf_counter() - started, min(count, len(ranked)), len(ranked))
-        picked = [pool[index] for _, index in ranked[:count]]
+        picked = _best_of_each_family([pool[index] for _, index in ranked], count, self.space.family)
         return picked or method.random_fresh(count, pending)  # a screen that prices nothing: random starts
+
+
+def _best_of_each_family(ranked, count, family):
+    """The first count of ranked proposals (best first), the best of each kind of kernel before any
+    second of a kind: a kind the model underrates still gets a start."""
+    firsts, seconds, seen = [], [], set()
+    for proposal in ranked:
+        kind = family(proposal.point)
+        (seconds if kind in seen else firsts).append(proposal)
+        seen.add(kind)
+    return (firsts + seconds)[:count]
 
 
 def _outcome(evaluation):

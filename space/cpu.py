@@ -400,6 +400,19 @@ def _register_tile_steps(info, target, node, config, caches):
     return [CacheWrite(node.name, "local")] + reads + steps + places, (tile_stage, first)
 
 
+def family(info, config):
+    """The kind of kernel a config makes: per reducing node, where it accumulates and, in a register
+    tile, which axis it vectorises. (On the YOLO 3 x 3 layers, 200-trial searches measured 0-4
+    channel-vectorised tiles when they started elsewhere, and 59-172 when one was among the starts.)"""
+    kinds = []
+    for node in info.nodes:
+        accumulate = config.get(knob_name(node, "accumulate"))
+        if accumulate is not None:
+            vector = config.get(knob_name(node, "vector")) if accumulate == "registers" else None
+            kinds.append((node.name, accumulate, vector))
+    return tuple(kinds)
+
+
 def emit(info, target, config):
     """The Schedule of a CPU config: inlines, then each node's nest, then compute_at."""
     steps = inline_steps(info, config)

@@ -31,13 +31,14 @@ class Space:
     template) and version which revision of it: records name both, so the points of one space
     are never read as points of another."""
 
-    def __init__(self, info, target, knobs, emit, name=GENERATED, version=1):
+    def __init__(self, info, target, knobs, emit, name=GENERATED, version=1, family=None):
         self.info = info
         self.target = target
         self.name = name
         self.version = int(version)
         self.knobs = tuple(knobs)
         self._emit = emit  # Config -> Schedule, the target's fixed decisions
+        self._family = family  # Config -> hashable kind of kernel, or None where all are one kind
         self.directions = tuple((k, d) for k, knob in enumerate(self.knobs) for d in range(knob.num_directions))
         self._offsets = np.cumsum([0] + [knob.encoding_length for knob in self.knobs])
         names = [knob.name for knob in self.knobs]
@@ -131,6 +132,12 @@ class Space:
             except ValueError as err:
                 raise SpaceError(str(err)) from None
         return tuple(indices)
+
+    def family(self, point):
+        """The kind of kernel a point makes (on a CPU: where each reduction accumulates and which
+        axis its register tile vectorises); () where the space has one kind only. A search starts
+        from the best of several kinds, since a climb seldom crosses from one to another."""
+        return self._family(self.config(point)) if self._family is not None else ()
 
     def schedule(self, point_or_config):
         """The Schedule (a list of primitive steps) a point stands for."""

@@ -238,14 +238,33 @@ def search_with_screen(screen, trials=10, start_pool=32):
     return search.run(trials), evaluator
 
 
-def test_first_starts_are_the_screens_best_of_its_pool():
+def test_first_starts_are_the_screens_best_of_each_kind_of_kernel_in_its_pool():
     screen = PricingScreen()
     outcome, evaluator = search_with_screen(screen)
     assert len(screen.priced) == 1 and outcome.priced == len(screen.priced[0]) == 32
-    priced = [(evaluation.seconds, index, point) for index, (point, evaluation) in enumerate(screen.priced[0])
-              if evaluation.ok]
-    assert [entry.point for entry in outcome.history.entries[:4]] == [point for *_, point in sorted(priced)[:4]]
+    priced = sorted((evaluation.seconds, index, point) for index, (point, evaluation) in enumerate(screen.priced[0])
+                    if evaluation.ok)
+    space = space_of(GMM)
+    kinds = {point: space.family(point) for *_, point in priced}
+    # GMM's kinds on a CPU: accumulating in memory, or in a register tile vectorised along j or i.
+    assert {kind for kind in kinds.values()} <= {(("O", "memory", None),), (("O", "registers", "j"),),
+                                                  (("O", "registers", "i"),)}
+    best_of_each = [point for n, (*_, point) in enumerate(priced)
+                    if kinds[point] not in {kinds[earlier] for *_, earlier in priced[:n]}]
+    rest = [point for *_, point in priced if point not in best_of_each]
+    starts = [entry.point for entry in outcome.history.entries[:4]]
+    assert starts == (best_of_each + rest)[:4] and len(set(kinds[point] for point in starts)) >= 2
     assert len(outcome.history) == 10 and len(evaluator.calls) == 10  # priced points are not trials
+
+
+def test_a_kind_the_screen_ranks_last_still_gets_a_start():
+    from explore.methods import Proposal
+    from explore.search import _best_of_each_family
+
+    ranked = [Proposal((n,), str(n)) for n in range(8)]
+    family = lambda point: "rare" if point == (7,) else "common"   # noqa: E731
+    assert [p.point for p in _best_of_each_family(ranked, 3, family)] == [(0,), (7,), (1,)]
+    assert [p.point for p in _best_of_each_family(ranked, 3, lambda point: ())] == [(0,), (1,), (2,)]
 
 
 def test_a_screen_that_prices_nothing_leaves_random_starts():
