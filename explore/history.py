@@ -119,14 +119,33 @@ class History:
         weights = np.array([math.exp(-gamma * (best - entry.gflops) / best) for entry in candidates])
         return candidates, weights
 
-    def pick_starts(self, rng, count, gamma):
-        """Up to `count` distinct successful entries drawn with probability proportional to their weight."""
+    def pick_starts(self, rng, count, gamma, family=None):
+        """Up to `count` distinct successful entries drawn with probability proportional to their weight.
+        With `family` (point -> kind of kernel), the draws go round the kinds measured so far, best
+        kind first, each weighed against its own kind's best: every kind gets climbed, however far
+        behind its first points are."""
         candidates, weights = self.start_weights(gamma)
         if not candidates:
             return []
-        count = min(count, len(candidates))
-        chosen = rng.choice(len(candidates), size=count, replace=False, p=weights / weights.sum())
-        return [candidates[i] for i in chosen]
+        kinds = {}
+        for entry in candidates if family is not None else ():
+            kinds.setdefault(family(entry.point), []).append(entry)
+        if len(kinds) < 2:
+            count = min(count, len(candidates))
+            chosen = rng.choice(len(candidates), size=count, replace=False, p=weights / weights.sum())
+            return [candidates[i] for i in chosen]
+        groups = sorted(kinds.values(), key=lambda group: -max(entry.gflops for entry in group))
+        picked, taken = [], set()
+        for turn in range(count):
+            group = [entry for entry in groups[turn % len(groups)] if id(entry) not in taken]
+            if not group:
+                continue
+            best = max(entry.gflops for entry in group)
+            weights = np.array([math.exp(-gamma * (best - entry.gflops) / best) for entry in group])
+            entry = group[rng.choice(len(group), p=weights / weights.sum())]
+            picked.append(entry)
+            taken.add(id(entry))
+        return picked
 
     def best_curve(self):
         """[(trial, elapsed, best GFLOPS so far)] after each entry, for plots."""
