@@ -77,6 +77,39 @@ def test_several_starts_are_distinct():
     assert len(history.pick_starts(np.random.default_rng(1), 10, gamma=1.0)) == 4  # only ok points
 
 
+def test_starts_go_round_the_kinds_of_kernel_each_weighed_against_its_own_best():
+    # Points 0-5 one kind near 10 GFLOPS, points 6-7 another far behind (2 and 1).
+    history = history_with([10.0, 9.8, 9.6, 9.5, 9.4, 9.2, 2.0, 1.0])
+    kind = lambda point: "behind" if point[0] >= 6 else "ahead"   # noqa: E731
+    rng = np.random.default_rng(0)
+    plain = [start.point for _ in range(200) for start in history.pick_starts(rng, 4, gamma=20.0)]
+    assert sum(point[0] >= 6 for point in plain) == 0       # exp(-16) and less: never drawn
+    for _ in range(50):
+        starts = history.pick_starts(rng, 4, gamma=20.0, family=kind)
+        assert [kind(start.point) for start in starts] == ["ahead", "behind", "ahead", "behind"]
+        assert len({start.point for start in starts}) == 4
+    # Within its kind, the lagging kind's best is drawn as the best of all would be: 2 beats 1.
+    behind = [start.point for _ in range(400) for start in history.pick_starts(rng, 2, 20.0, kind)[1:]]
+    assert behind.count((6,)) > 0.95 * len(behind)
+    # One kind only: the draws are the plain ones, seed for seed.
+    one = lambda point: ()   # noqa: E731
+    assert [s.point for s in history.pick_starts(np.random.default_rng(3), 4, 20.0, one)] == \
+        [s.point for s in history.pick_starts(np.random.default_rng(3), 4, 20.0)]
+
+
+def test_a_method_goes_round_the_kinds_only_in_its_first_family_trials():
+    from explore.methods import PMethod
+
+    class TwoKinds:
+        family = staticmethod(lambda point: point[0] >= 3)
+
+    history = history_with([10.0, 9.8, 9.6, 2.0])
+    method = PMethod(TwoKinds(), history, np.random.default_rng(0), starts=2, family_trials=10)
+    assert (3,) in {start.point for start in method.pick_starts()}
+    method.family_trials = len(history)   # past the phase: by weight alone, and 2.0 weighs exp(-16)
+    assert all(start.point != (3,) for _ in range(50) for start in method.pick_starts())
+
+
 def test_a_point_or_schedule_is_added_once():
     history = history_with([1.0])
     with pytest.raises(ValueError):
