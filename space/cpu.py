@@ -175,8 +175,8 @@ def _layout_steps(info, node, axis, width, packed):
     steps = [Layout(f"{node.name}.local", dim, width)]
     # An output stays in the caller's layout: the tile's copy-out writes it through transposes in
     # registers. Stored blocked, it cost a whole-tensor workspace and a second pass over it; on the
-    # searched bests of YOLO C1, C6, C10 and C11 (AVX-512, 9 alternating rounds against oneDNN) the
-    # caller's layout ran 1.02-1.18x as fast, and even on GMM.
+    # searched bests of YOLO C1, C6, C10 and C11 (AVX-512, 7-9 alternating rounds against oneDNN) the
+    # caller's layout ran 1.00-1.13x as fast, and GMM's at 0.99x.
     if node.name not in info.outputs:
         steps.insert(0, Layout(node.name, dim, width))
     stored_inputs = set(info.inputs)
