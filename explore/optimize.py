@@ -29,7 +29,7 @@ from .records import check_record_file, load_records, record_line
 from .methods import DEFAULT_GAMMA
 from .resume import best_replayable_record, resume_history, task_of_best_record
 from .search import Search
-from .transfer import transferred_kinds, transferred_points
+from .transfer import transferred_points
 
 logger = logging.getLogger("flexsched.explore.optimize")
 
@@ -253,9 +253,7 @@ def _transferred(path, space, task, target, count, judged_by):
     if not os.path.exists(path):
         return ()
     check_record_file(path)
-    records = load_records(path)
-    points = transferred_points(space, records, task, target, count, judged_by)
-    return tuple(points + transferred_kinds(space, records, task, target, judged_by, besides=points))
+    return tuple(transferred_points(space, load_records(path), task, target, count, judged_by))
 
 
 def _start_screen(target, judged_by, start_pool):

@@ -40,56 +40,29 @@ def transferred_points(space, records, task, target, count, judged_by="measured"
     """Up to `count` distinct points of `space`: the best successful record of each other task on
     the same target, judged the same way, from a space of the same kind, fastest task first."""
     best_of_task = {}
-    for record in _carried(space, records, task, target, judged_by):
+    for record in records:
+        if (not record.ok or record.same_task(task) or not record.same_target(target)
+                or not record.same_judge(judged_by) or record.space["name"] != space.name):
+            continue
         key = json.dumps(record.task_ref, sort_keys=True)
         if key not in best_of_task or record.gflops > best_of_task[key].gflops:
             best_of_task[key] = record
     points = []
     for record in sorted(best_of_task.values(), key=lambda r: (-r.gflops, r.line)):
-        point = _moved(space, record)
-        if point is not None and point not in points:
+        config = _in_knobs_of(space, record.config)
+        if config is None:
+            config = _by_role(space, record)
+        if config is None:
+            continue
+        try:
+            point = space.nearest_point(config)
+        except SpaceError:
+            continue
+        if point not in points:
             points.append(point)
         if len(points) == count:
             break
     return points
-
-
-def transferred_kinds(space, records, task, target, judged_by="measured", besides=()):
-    """The point of `space` each kind of kernel (Space.family) carries over best: of the other tasks'
-    records, moved here, the fastest of each kind, fastest first, leaving out the kinds of `besides`.
-    A layer whose own best is of another kind still hands on the best tile of each kind it tried:
-    a search that starts a kind from it climbs from there, not from a random or model-picked point."""
-    seen = {space.family(point) for point in besides}
-    best_of_kind, roles = {}, {}
-    for record in sorted(_carried(space, records, task, target, judged_by), key=lambda r: (-r.gflops, r.line)):
-        point = _moved(space, record, roles)
-        if point is None:
-            continue
-        kind = space.family(point)
-        if kind not in seen and kind not in best_of_kind:
-            best_of_kind[kind] = point
-    return list(best_of_kind.values())
-
-
-def _carried(space, records, task, target, judged_by):
-    """The records that may carry over: successes of other tasks on the same target, judged the same
-    way, from a space of the same kind."""
-    return [record for record in records
-            if record.ok and not record.same_task(task) and record.same_target(target)
-            and record.same_judge(judged_by) and record.space["name"] == space.name]
-
-
-def _moved(space, record, roles=None):
-    """The record's config moved to the nearest point of `space`, None where it does not carry over."""
-    config = _in_knobs_of(space, record.config)
-    if config is None:
-        config = _by_role(space, record, roles)
-    if config is None:
-        return None
-    try:
-        return space.nearest_point(config)
-    except SpaceError:
-        return None
 
 
 def _in_knobs_of(space, config, unmatched_nodes=()):
@@ -119,20 +92,14 @@ def _lacks_choice(knob, value):
     return False
 
 
-def _by_role(space, record, roles=None):
+def _by_role(space, record):
     """The record's config with its knobs renamed to this space's nodes, loops and inputs of the same
     role, in this space's knobs; None where the computations do not correspond or the record's task
-    is not registered in this process (a record never chooses code to import). roles: a dict that
-    keeps each task's correspondence between calls."""
-    key = json.dumps(record.task_ref, sort_keys=True)
-    if roles is None or key not in roles:
-        try:
-            names = corresponding_names(analyze(registered_task(record.task_ref)), space.info)
-        except FlexschedError:
-            names = None
-        if roles is not None:
-            roles[key] = names
-    names = roles[key] if roles is not None else names
+    is not registered in this process (a record never chooses code to import)."""
+    try:
+        names = corresponding_names(analyze(registered_task(record.task_ref)), space.info)
+    except FlexschedError:
+        return None
     if names is None:
         return None
     renamed = []
