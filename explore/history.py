@@ -116,8 +116,7 @@ class History:
         best = self.best_gflops
         if not candidates or best <= 0:
             return [], np.zeros(0)
-        weights = np.array([math.exp(-gamma * (best - entry.gflops) / best) for entry in candidates])
-        return candidates, weights
+        return candidates, _annealing_weights(candidates, best, gamma)
 
     def pick_starts(self, rng, count, gamma, family=None):
         """Up to `count` distinct successful entries drawn with probability proportional to their weight.
@@ -140,8 +139,7 @@ class History:
             group = [entry for entry in groups[turn % len(groups)] if id(entry) not in taken]
             if not group:
                 continue
-            best = max(entry.gflops for entry in group)
-            weights = np.array([math.exp(-gamma * (best - entry.gflops) / best) for entry in group])
+            weights = _annealing_weights(group, max(entry.gflops for entry in group), gamma)
             entry = group[rng.choice(len(group), p=weights / weights.sum())]
             picked.append(entry)
             taken.add(id(entry))
@@ -154,3 +152,8 @@ class History:
             best = max(best, entry.gflops)
             curve.append((entry.trial + 1, entry.elapsed, best))
         return curve
+
+
+def _annealing_weights(entries, best, gamma):
+    """exp(-gamma (E* - E_p) / E*) of each entry against the best E*: 1 for the best itself."""
+    return np.array([math.exp(-gamma * (best - entry.gflops) / best) for entry in entries])
