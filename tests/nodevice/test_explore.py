@@ -290,6 +290,32 @@ def test_first_starts_are_the_screens_best_of_each_kind_of_kernel_in_its_pool():
     assert len(outcome.history) == 10 and len(evaluator.calls) == 10  # priced points are not trials
 
 
+def test_the_screened_pool_holds_an_even_share_of_each_kind_of_kernel():
+    from collections import Counter
+
+    screen = PricingScreen()
+    search_with_screen(screen, start_pool=30)
+    space = space_of(GMM)
+    counts = Counter(space.family(point) for point, _ in screen.priced[0])
+    assert len(counts) == 3 and set(counts.values()) == {10}   # 30 random draws: 20 accumulate in memory
+
+
+def test_a_space_of_one_kind_screens_the_same_random_pool_as_before():
+    from explore.methods import make_method
+    from explore.search import _pool_by_family
+
+    space = space_of(GMM)
+
+    def pool(family_of):
+        method = make_method("q", space, History(1.0), np.random.default_rng(5))
+        return [proposal.point for proposal in _pool_by_family(method, 16, set(), family_of)]
+
+    method = make_method("q", space, History(1.0), np.random.default_rng(5))
+    plain = [proposal.point for proposal in method.random_fresh(16, set())]
+    assert pool(lambda point: ()) == plain
+    assert pool(space.family) != plain
+
+
 def test_a_kind_the_screen_ranks_last_still_gets_a_start():
     from explore.methods import Proposal
     from explore.search import _best_of_each_family
