@@ -400,15 +400,17 @@ def _register_tile_steps(info, target, node, config, caches):
     return [CacheWrite(node.name, "local")] + reads + steps + places, (tile_stage, first)
 
 
-def family(info, config):
+def family(info, target, config):
     """The kind of kernel a config makes: per reducing node, where it accumulates and, in a register
-    tile, which axis it vectorises. (On the YOLO 3 x 3 layers, 200-trial searches measured 0-4
-    channel-vectorised tiles when they started elsewhere, and 59-172 when one was among the starts.)"""
+    tile, which axis it vectorises: the one the tile really takes, so a channel axis chosen where the
+    pixels' width is no multiple of the vector width counts as the pixels' kind. (On the YOLO 3 x 3
+    layers, 200-trial searches measured 0-4 channel-vectorised tiles when they started elsewhere, and
+    59-172 when one was among the starts.)"""
     kinds = []
     for node in info.nodes:
         accumulate = config.get(knob_name(node, "accumulate"))
         if accumulate is not None:
-            vector = config.get(knob_name(node, "vector")) if accumulate == "registers" else None
+            vector = _vector_axis(node, target, config)[0] if accumulate == "registers" else None
             kinds.append((node.name, accumulate, vector))
     return tuple(kinds)
 

@@ -19,4 +19,4 @@ def generate(info, target):
     rules = _RULES[target.kind]
     family = getattr(rules, "family", None)
     return Space(info, target, rules.knobs(info, target), lambda config: rules.emit(info, target, config),
-                 version=GENERATED_VERSION, family=family and (lambda config: family(info, config)))
+                 version=GENERATED_VERSION, family=family and (lambda config: family(info, target, config)))

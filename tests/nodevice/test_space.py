@@ -345,6 +345,23 @@ def test_a_register_tile_vectorised_along_the_channels_blocks_itself_and_the_wei
         {"O.local": [(1, lanes)], "W": [(0, lanes)]}
 
 
+def test_a_points_kind_names_the_axis_its_register_tile_really_vectorises():
+    space = generate(analyze(get_task("C2D", 1, 8, 14, 14, 32, 1, 1, 0)), "llvm")
+    lanes = get_target("llvm").vector_lanes
+    base = dict(O__accumulate="registers", O__vector="k", O__split__k=(32, 1, 1, 1))
+    whole = _cpu_config(space, O__split__hw=(-(-196 // lanes), 1, 1, lanes), **base)
+    # hw's innermost factor (14 of 8 lanes, 28 of 16) is no multiple of the vector width: the tile
+    # keeps hw vectorised.
+    width = next(f for f in range(lanes + 1, 2 * lanes) if 196 % f == 0)
+    partial = _cpu_config(space, O__split__hw=(196 // width, 1, 1, width), **base)
+    assert space.family(space.point(whole)) == (("O", "registers", "k"),)
+    assert space.family(space.point(partial)) == (("O", "registers", "hw"),)
+    tile = check_point(space, space.point(partial)).stages["O.local"].loops
+    assert tile[-1].name == "hw" and tile[-1].annotation == "vectorize"
+    memory = _cpu_config(space, O__accumulate="memory", O__vector="k")
+    assert space.family(space.point(memory)) == (("O", "memory", None),)
+
+
 def test_a_channel_vectorised_tile_may_block_the_broadcast_input_along_its_reduction():
     space = generate(analyze(get_task("C2D", 1, 8, 14, 14, 32, 1, 1, 0)), "llvm")
     lanes = get_target("llvm").vector_lanes
