@@ -362,6 +362,20 @@ def test_a_points_kind_names_the_axis_its_register_tile_really_vectorises():
     assert space.family(space.point(memory)) == (("O", "memory", None),)
 
 
+def test_a_channel_vectorised_tile_never_runs_past_the_channels():
+    """Swapping in a vector's width for k's innermost factor shrinks k's middle factors to fit: k = 32
+    split (1, 8, 1, 4) becomes (1, 2, 1, 16) on 16 lanes and (1, 4, 1, 8) on 8, not (1, 8, 1, lanes),
+    whose tiles would run over 4 or 2 times the channels, all but the first pass masked off."""
+    space = generate(analyze(get_task("C2D", 1, 8, 14, 14, 32, 1, 1, 0)), "llvm")
+    lanes = get_target("llvm").vector_lanes
+    config = _cpu_config(space, O__accumulate="registers", O__vector="k", O__split__k=(1, 8, 1, 4),
+                         O__split__hw=(-(-196 // lanes), 1, 1, lanes), O__pack__W="none", O__block__pad="none")
+    splits = {step.loop: step.factors for step in space.schedule(space.point(config)).steps
+              if type(step).__name__ == "Split" and step.node == "O"}
+    assert splits["k"][-1] == lanes and math.prod(splits["k"]) == 32
+    assert math.prod(splits["hw"]) >= 196 and math.prod(splits["hw"][1:]) <= 196
+
+
 def test_a_channel_vectorised_tile_may_block_the_broadcast_input_along_its_reduction():
     space = generate(analyze(get_task("C2D", 1, 8, 14, 14, 32, 1, 1, 0)), "llvm")
     lanes = get_target("llvm").vector_lanes
