@@ -266,13 +266,12 @@ def _pool_by_family(method, size, pending, family):
     by_kind = {}
     for proposal in pool:
         by_kind.setdefault(family(proposal.point), []).append(proposal)
-    share = -(-size // len(by_kind)) if by_kind else 0
     for _ in range(POOL_DRAW_ROUNDS):
+        share = -(-size // max(1, len(by_kind)))
         if len(by_kind) < 2 or all(len(proposals) >= share for proposals in by_kind.values()):
             break
         for proposal in method.random_fresh(size, pending):
             by_kind.setdefault(family(proposal.point), []).append(proposal)
-        share = -(-size // len(by_kind))
     if len(by_kind) < 2:
         return pool
     # Round by round, one of each kind that has any left: exactly `size` where the draws allow.
