@@ -25,6 +25,7 @@ from codegen.ir import CodegenError, PrimFunc
 from codegen.legalize import legalize
 from codegen.llvm_backend import InstructionLimitReached, ModuleBuilder, check_loops, signature, written_buffers
 from codegen.peel import peel_tails
+from codegen.version import version_tiles
 from flexsched import cpus
 from flexsched.errors import EvaluationError
 
@@ -424,7 +425,7 @@ class CpuBackend(Backend):
     kind = "cpu"
 
     def passes(self, target):
-        return (peel_tails, legalize)
+        return (peel_tails, version_tiles, legalize)
 
     def compile(self, func, target):
         return compile_func(func, legalised=True, target=target)

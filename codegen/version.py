@@ -1,0 +1,177 @@
+"""Register tiles in two versions: without their bounds tests where the whole tile is in bounds,
+with them where it is not.
+
+A tile that runs past an extent (11 rows over 512, 32 lanes over 196 pixels) tests its bounds
+inside the reduction: lanes under a mask, rows under a branch, every step of it. On YOLO C11
+(AVX-512) such a tile's inner loop carried a mask on every FMA and a clamped address per row,
+and an 8-row tile with the masked lanes was split by LLVM into FMAs and blends, its accumulators
+spilled. Peeling (codegen.peel) removes the tests from serial loops' full iterations, but not
+from a parallel loop's or a short one's. Here a tile is tested once, before it starts: each of
+its guards, taken at the worst values of the loops inside the tile, becomes a test of the loops
+around it; where they all hold, a copy of the tile without those guards runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from flexsched.affine import interval, split_terms
+from flexsched.expr import Compare, Const, Logical, iter_vars_of
+
+from .ir import Allocate, For, IfThenElse, PrimFunc, Seq, map_stmts, seq
+
+# Loop kinds whose guards split a register tile: the unrolled rows and the vector lanes.
+TILE_LOOP_KINDS = ("unrolled", "vectorized")
+
+
+def version_tiles(func: PrimFunc) -> PrimFunc:
+    """func with each guarded register tile run unguarded where the tile is wholly in bounds."""
+    return PrimFunc(func.name, func.params, _version(func.body))
+
+
+def _version(stmt):
+    if isinstance(stmt, Seq):
+        return seq(*(_version(part) for part in stmt.stmts))
+    if isinstance(stmt, For):
+        return replace(stmt, body=_version(stmt.body))
+    if isinstance(stmt, IfThenElse):
+        return replace(stmt, then_body=_version(stmt.then_body),
+                       else_body=None if stmt.else_body is None else _version(stmt.else_body))
+    if not isinstance(stmt, Allocate):
+        return stmt
+    if _holds_allocate(stmt.body):   # the tile is further in (this is a packed panel around tiles)
+        return replace(stmt, body=_version(stmt.body))
+    inside = _loops_inside(stmt.body)
+    hoisted = {}
+    for cond in _tile_guards(stmt.body, frozenset()):
+        for part in _conjuncts(cond):
+            test = _tile_wide(part, inside)
+            if test is not None:
+                hoisted[_key(part)] = test
+    if not hoisted:
+        return stmt
+    unguarded = replace(stmt, body=map_stmts(stmt.body, lambda node: _without(node, hoisted)))
+    tests = list({str(test): test for test in hoisted.values() if not _always(test)}.values())
+    return IfThenElse(_conjunction(tests), unguarded, stmt) if tests else unguarded
+
+
+def _holds_allocate(stmt):
+    return any(isinstance(node, Allocate) for node in _walk(stmt))
+
+
+def _walk(stmt):
+    if isinstance(stmt, Seq):
+        for part in stmt.stmts:
+            yield part
+            yield from _walk(part)
+    elif isinstance(stmt, (For, Allocate)):
+        yield stmt.body
+        yield from _walk(stmt.body)
+    elif isinstance(stmt, IfThenElse):
+        for part in (stmt.then_body, stmt.else_body):
+            if part is not None:
+                yield part
+                yield from _walk(part)
+
+
+def _loops_inside(stmt):
+    """{name: extent} of the loops stmt holds."""
+    loops = {}
+    for node in (stmt, *_walk(stmt)):
+        if isinstance(node, For):
+            loops[node.var.name] = node.extent
+    return loops
+
+
+def _tile_guards(stmt, tile_loops):
+    """Conditions of the else-less guards that test an enclosing unrolled or vectorised loop."""
+    if isinstance(stmt, Seq):
+        return [cond for part in stmt.stmts for cond in _tile_guards(part, tile_loops)]
+    if isinstance(stmt, For):
+        inner = tile_loops | {stmt.var.name} if stmt.kind in TILE_LOOP_KINDS else tile_loops
+        return _tile_guards(stmt.body, inner)
+    if isinstance(stmt, Allocate):
+        return _tile_guards(stmt.body, tile_loops)
+    if isinstance(stmt, IfThenElse):
+        inner = _tile_guards(stmt.then_body, tile_loops)
+        if stmt.else_body is not None:
+            return inner + _tile_guards(stmt.else_body, tile_loops)
+        names = {var.name for var in iter_vars_of(stmt.cond)}
+        return inner + ([stmt.cond] if names & tile_loops else [])
+    return []
+
+
+def _conjuncts(cond):
+    if isinstance(cond, Logical) and cond.op == "&":
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    return [cond]
+
+
+def _conjunction(conds):
+    whole = conds[0]
+    for cond in conds[1:]:
+        whole = whole & cond
+    return whole
+
+
+def _tile_wide(cond, inside):
+    """A test of the loops around the tile that holds just where cond holds for every value of
+    the loops inside it (an affine comparison); None where there is none worth making: cond is
+    not affine in the inside loops, holds always, or never holds for a whole tile."""
+    if not isinstance(cond, Compare) or cond.op not in ("<", "<=", ">", ">="):
+        return None
+    parts = split_terms(cond.a - cond.b, set(inside))
+    if parts is None:
+        return None
+    inner_terms, outer_terms, constant = parts
+    if not inner_terms or not outer_terms:
+        return None   # no inside loop, or nothing outside to test it by (proven or never whole)
+    span = [0, 0]
+    for coefficient, term in inner_terms:
+        bounds = interval(term)
+        if bounds is None:
+            return None
+        low, high = sorted((coefficient * bounds[0], coefficient * bounds[1]))
+        span[0] += low
+        span[1] += high
+    # a - b = inner + outer + constant; "<" and "<=" must hold at the inner part's largest value,
+    # ">" and ">=" at its smallest.
+    worst = span[1] if cond.op in ("<", "<=") else span[0]
+    outer = None
+    for coefficient, term in outer_terms:
+        scaled = term if coefficient == 1 else term * coefficient
+        outer = scaled if outer is None else outer + scaled
+    test = Compare(cond.op, outer, Const(-(constant + worst), outer.dtype))
+    bounds = interval(test.a)
+    if bounds is not None and not _possible(test.op, bounds, test.b.value):
+        return None   # no tile is ever whole along it: one version is enough
+    return test
+
+
+def _key(cond):
+    """A guard's identity across the tile's copies of it: its text and its loops' extents."""
+    return str(cond), tuple(sorted((var.name, var.extent) for var in iter_vars_of(cond)))
+
+
+def _always(test):
+    """Whether a tile-wide test holds for every value of the loops around the tile."""
+    bounds = interval(test.a)
+    return bounds is not None and not _possible(_NEGATION[test.op], bounds, test.b.value)
+
+
+_NEGATION = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+def _possible(op, bounds, value):
+    low, high = bounds
+    return {"<": low < value, "<=": low <= value, ">": high > value, ">=": high >= value}[op]
+
+
+def _without(node, hoisted):
+    """A guard with the conjuncts the tile-wide test covers dropped (its body where none is left)."""
+    if not isinstance(node, IfThenElse) or node.else_body is not None:
+        return None
+    kept = [part for part in _conjuncts(node.cond) if _key(part) not in hoisted]
+    if len(kept) == len(_conjuncts(node.cond)):
+        return None
+    return node.then_body if not kept else replace(node, cond=_conjunction(kept))

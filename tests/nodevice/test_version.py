@@ -1,0 +1,80 @@
+"""Register tiles in two versions, unguarded where the whole tile is in bounds (codegen.version)."""
+
+import json
+
+import numpy as np
+
+from analysis import analyze
+from codegen.interpret import run
+from codegen.ir import Allocate, IfThenElse, walk_stmts
+from codegen.legalize import legalize
+from codegen.lower import lower
+from codegen.version import version_tiles
+from flexsched.registry import get_task
+from flexsched.schedule import Schedule
+
+DEPTH, COLUMNS, TILE = 16, 8, 6
+
+
+def register_tiled_gmm(rows, tile=TILE):
+    """A GMM accumulating row tiles of `tile` in a local buffer, the tile loop in parallel (which
+    peeling leaves alone)."""
+    task = get_task("GMM", rows, DEPTH, COLUMNS)
+    steps = [{"kind": "cache_write", "node": "O", "scope": "local"},
+             {"kind": "split", "node": "O", "loop": "i", "factors": [-(-rows // tile), tile]},
+             {"kind": "parallel", "node": "O", "loop": "i.0"},
+             {"kind": "unroll", "node": "O", "loop": "i.1"},
+             {"kind": "vectorize", "node": "O", "loop": "j"},
+             {"kind": "compute_at", "node": "O.local", "consumer": "O", "loop": "i.0"},
+             {"kind": "reorder", "node": "O.local", "order": ["rk", "i", "j"]},
+             {"kind": "unroll", "node": "O.local", "loop": "i"},
+             {"kind": "vectorize", "node": "O.local", "loop": "j"}]
+    schedule = Schedule.from_json(json.dumps(steps))
+    return task, lower(task, schedule.apply(analyze(task))).func
+
+
+def guards(stmt):
+    return [s for s in walk_stmts(stmt) if isinstance(s, IfThenElse)]
+
+
+def tiles(stmt):
+    return [s for s in walk_stmts(stmt) if isinstance(s, Allocate)]
+
+
+def matches_reference(task, func):
+    inputs = task.random_inputs(seed=5)
+    out = np.empty(func.params[-1].shape, np.float32)
+    run(legalize(func), [*inputs, out])
+    np.testing.assert_allclose(out, task.evaluate(*inputs)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_a_tile_past_the_rows_runs_unguarded_wherever_it_is_whole():
+    task, func = register_tiled_gmm(50)   # 9 tiles of 6 rows: the last has 2
+    assert guards(func.body), "the remainder tile should be guarded"
+    versioned = version_tiles(func)
+    choice = next(s for s in walk_stmts(versioned.body) if isinstance(s, IfThenElse) and isinstance(s.then_body, Allocate))
+    assert not guards(choice.then_body), "a whole tile runs without bounds tests"
+    assert guards(choice.else_body), "the last tile keeps them"
+    assert len(tiles(versioned.body)) == 2
+    matches_reference(task, versioned)
+
+
+def test_the_tile_wide_test_takes_the_rows_worst_value():
+    task, func = register_tiled_gmm(50)
+    choice = next(s for s in walk_stmts(version_tiles(func).body) if isinstance(s, IfThenElse)
+                  and isinstance(s.then_body, Allocate))
+    # Row i.0 * 6 + 5 is the tile's last: it must lie below 50, so tiles 0..7 are whole.
+    assert str(choice.cond) == "O.i.0 * 6 < 45"
+
+
+def test_a_tile_that_always_fits_is_left_alone():
+    task, func = register_tiled_gmm(54)   # nine whole tiles of 6
+    assert not guards(func.body)
+    assert str(version_tiles(func)) == str(func)
+
+
+def test_a_tile_never_whole_keeps_one_guarded_version():
+    task, func = register_tiled_gmm(4)    # one tile of 6 over 4 rows: no tile is ever whole
+    versioned = version_tiles(func)
+    assert len(tiles(versioned.body)) == 1 and guards(versioned.body)
+    matches_reference(task, versioned)
