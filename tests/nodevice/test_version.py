@@ -6,7 +6,7 @@ import numpy as np
 
 from analysis import analyze
 from codegen.interpret import run
-from codegen.ir import Allocate, IfThenElse, walk_stmts
+from codegen.ir import Allocate, For, IfThenElse, walk_stmts
 from codegen.legalize import legalize
 from codegen.lower import lower
 from codegen.version import version_tiles
@@ -16,9 +16,9 @@ from flexsched.schedule import Schedule
 DEPTH, COLUMNS, TILE = 16, 8, 6
 
 
-def register_tiled_gmm(rows, tile=TILE):
+def register_tiled_gmm(rows, tile=TILE, unrolled_steps=False):
     """A GMM accumulating row tiles of `tile` in a local buffer, the tile loop in parallel (which
-    peeling leaves alone)."""
+    peeling leaves alone); its reduction in unrolled steps of 4 if asked."""
     task = get_task("GMM", rows, DEPTH, COLUMNS)
     steps = [{"kind": "cache_write", "node": "O", "scope": "local"},
              {"kind": "split", "node": "O", "loop": "i", "factors": [-(-rows // tile), tile]},
@@ -29,8 +29,23 @@ def register_tiled_gmm(rows, tile=TILE):
              {"kind": "reorder", "node": "O.local", "order": ["rk", "i", "j"]},
              {"kind": "unroll", "node": "O.local", "loop": "i"},
              {"kind": "vectorize", "node": "O.local", "loop": "j"}]
+    if unrolled_steps:
+        steps[-3:-1] = [{"kind": "split", "node": "O.local", "loop": "rk", "factors": [DEPTH // 4, 4]},
+                        {"kind": "reorder", "node": "O.local", "order": ["rk.0", "rk.1", "i", "j"]},
+                        {"kind": "unroll", "node": "O.local", "loop": "rk.1"},
+                        {"kind": "unroll", "node": "O.local", "loop": "i"}]
     schedule = Schedule.from_json(json.dumps(steps))
     return task, lower(task, schedule.apply(analyze(task))).func
+
+
+def versions(func):
+    """The tile-wide choice of a versioned func: if whole, the unguarded tile, else the guarded one."""
+    return next(s for s in walk_stmts(version_tiles(func).body) if isinstance(s, IfThenElse)
+                and isinstance(s.then_body, Allocate))
+
+
+def loops(stmt):
+    return {s.var.name: s.kind for s in walk_stmts(stmt) if isinstance(s, For)}
 
 
 def guards(stmt):
@@ -78,3 +93,31 @@ def test_a_tile_never_whole_keeps_one_guarded_version():
     versioned = version_tiles(func)
     assert len(tiles(versioned.body)) == 1 and guards(versioned.body)
     matches_reference(task, versioned)
+
+
+def test_a_partial_tile_keeps_its_rows_unrolled_and_rolls_its_reduction_steps():
+    task, func = register_tiled_gmm(50, unrolled_steps=True)
+    choice = versions(func)
+    assert loops(choice.then_body)["O_local.rk.1"] == "unrolled"
+    partial = loops(choice.else_body)
+    assert partial["O_local.rk.1"] == "serial" and partial["O_local.i"] == "unrolled"
+    matches_reference(task, version_tiles(func))
+
+
+def test_a_tile_wholly_past_the_rows_is_skipped():
+    """Pairs of 6-row tiles over 50 rows: the fifth pair's second tile, rows 54-59, holds no row."""
+    task = get_task("GMM", 50, DEPTH, COLUMNS)
+    steps = [{"kind": "cache_write", "node": "O", "scope": "local"},
+             {"kind": "split", "node": "O", "loop": "i", "factors": [5, 2, TILE]},
+             {"kind": "parallel", "node": "O", "loop": "i.0"},
+             {"kind": "unroll", "node": "O", "loop": "i.2"},
+             {"kind": "vectorize", "node": "O", "loop": "j"},
+             {"kind": "compute_at", "node": "O.local", "consumer": "O", "loop": "i.1"},
+             {"kind": "reorder", "node": "O.local", "order": ["rk", "i", "j"]},
+             {"kind": "unroll", "node": "O.local", "loop": "i"},
+             {"kind": "vectorize", "node": "O.local", "loop": "j"}]
+    func = lower(task, Schedule.from_json(json.dumps(steps)).apply(analyze(task))).func
+    partial = versions(func).else_body
+    assert isinstance(partial, IfThenElse) and partial.else_body is None
+    assert str(partial.cond) == "(O.i.0 * 2 + O.i.1) * 6 < 50"
+    matches_reference(task, version_tiles(func))
