@@ -21,7 +21,8 @@ from dataclasses import replace
 from flexsched.affine import interval, split_terms
 from flexsched.expr import Compare, Const, Load, Logical, iter_vars_of, walk
 
-from .ir import Allocate, For, IfThenElse, PrimFunc, Seq, Store, map_stmts, seq
+from .ir import Allocate, For, IfThenElse, PrimFunc, Seq, Store, map_stmts, seq, walk_stmts
+from .peel import tile_guards
 
 # Loop kinds whose guards split a register tile: the unrolled rows and the vector lanes.
 TILE_LOOP_KINDS = ("unrolled", "vectorized")
@@ -46,7 +47,7 @@ def _version(stmt):
         return replace(stmt, body=_version(stmt.body))
     inside = _loops_inside(stmt.body)
     hoisted = {}
-    for cond in _tile_guards(stmt.body, frozenset()):
+    for cond in tile_guards(stmt.body, kinds=TILE_LOOP_KINDS):
         for part in _conjuncts(cond):
             test = _tile_wide(part, inside)
             if test is not None:
@@ -70,19 +71,14 @@ def _steps_rolled(tile):
     runs seldom; fully unrolled, its copy doubled the code LLVM optimised (YOLO C4's searched bests
     built in 0.91 s against 0.60 s unversioned) for 1-3% of speed."""
     names = set()
-
-    def note(stmt):
+    for stmt in walk_stmts(tile.body):
         if isinstance(stmt, Store) and stmt.buffer == tile.buffer:
             names.update(var.name for index in stmt.indices for var in iter_vars_of(index))
         values = (stmt.cond,) if isinstance(stmt, IfThenElse) else \
             (*stmt.indices, stmt.value) if isinstance(stmt, Store) else ()
-        for value in values:
-            for node in walk(value):
-                if isinstance(node, Load) and node.tensor == tile.buffer:
-                    names.update(var.name for index in node.indices for var in iter_vars_of(index))
-        return None
-
-    map_stmts(tile.body, note)
+        for node in (node for value in values for node in walk(value)):
+            if isinstance(node, Load) and node.tensor == tile.buffer:
+                names.update(var.name for index in node.indices for var in iter_vars_of(index))
     return map_stmts(tile, lambda node: replace(node, kind="serial")
                      if isinstance(node, For) and node.kind == "unrolled" and node.var.name not in names else None)
 
@@ -113,49 +109,12 @@ def _store_tests(stmt, inside, tests=None):
 
 
 def _holds_allocate(stmt):
-    return any(isinstance(node, Allocate) for node in _walk(stmt))
-
-
-def _walk(stmt):
-    if isinstance(stmt, Seq):
-        for part in stmt.stmts:
-            yield part
-            yield from _walk(part)
-    elif isinstance(stmt, (For, Allocate)):
-        yield stmt.body
-        yield from _walk(stmt.body)
-    elif isinstance(stmt, IfThenElse):
-        for part in (stmt.then_body, stmt.else_body):
-            if part is not None:
-                yield part
-                yield from _walk(part)
+    return any(isinstance(node, Allocate) for node in walk_stmts(stmt) if node is not stmt)
 
 
 def _loops_inside(stmt):
     """{name: extent} of the loops stmt holds."""
-    loops = {}
-    for node in (stmt, *_walk(stmt)):
-        if isinstance(node, For):
-            loops[node.var.name] = node.extent
-    return loops
-
-
-def _tile_guards(stmt, tile_loops):
-    """Conditions of the else-less guards that test an enclosing unrolled or vectorised loop."""
-    if isinstance(stmt, Seq):
-        return [cond for part in stmt.stmts for cond in _tile_guards(part, tile_loops)]
-    if isinstance(stmt, For):
-        inner = tile_loops | {stmt.var.name} if stmt.kind in TILE_LOOP_KINDS else tile_loops
-        return _tile_guards(stmt.body, inner)
-    if isinstance(stmt, Allocate):
-        return _tile_guards(stmt.body, tile_loops)
-    if isinstance(stmt, IfThenElse):
-        inner = _tile_guards(stmt.then_body, tile_loops)
-        if stmt.else_body is not None:
-            return inner + _tile_guards(stmt.else_body, tile_loops)
-        names = {var.name for var in iter_vars_of(stmt.cond)}
-        return inner + ([stmt.cond] if names & tile_loops else [])
-    return []
+    return {node.var.name: node.extent for node in walk_stmts(stmt) if isinstance(node, For)}
 
 
 def _conjuncts(cond):

@@ -16,16 +16,18 @@ from flexsched.schedule import Schedule
 DEPTH, COLUMNS, TILE = 16, 8, 6
 
 
-def register_tiled_gmm(rows, tile=TILE, unrolled_steps=False):
-    """A GMM accumulating row tiles of `tile` in a local buffer, the tile loop in parallel (which
-    peeling leaves alone); its reduction in unrolled steps of 4 if asked."""
+def register_tiled_gmm(rows, tile=TILE, unrolled_steps=False, outer=None):
+    """A GMM accumulating row tiles of `tile` in a local buffer, the outermost tile loop in parallel
+    (which peeling leaves alone); the row split's outer factors are `outer` (default: just enough
+    tiles), and its reduction in unrolled steps of 4 if asked."""
     task = get_task("GMM", rows, DEPTH, COLUMNS)
+    factors = [*(outer or [-(-rows // tile)]), tile]
     steps = [{"kind": "cache_write", "node": "O", "scope": "local"},
-             {"kind": "split", "node": "O", "loop": "i", "factors": [-(-rows // tile), tile]},
+             {"kind": "split", "node": "O", "loop": "i", "factors": factors},
              {"kind": "parallel", "node": "O", "loop": "i.0"},
-             {"kind": "unroll", "node": "O", "loop": "i.1"},
+             {"kind": "unroll", "node": "O", "loop": f"i.{len(factors) - 1}"},
              {"kind": "vectorize", "node": "O", "loop": "j"},
-             {"kind": "compute_at", "node": "O.local", "consumer": "O", "loop": "i.0"},
+             {"kind": "compute_at", "node": "O.local", "consumer": "O", "loop": f"i.{len(factors) - 2}"},
              {"kind": "reorder", "node": "O.local", "order": ["rk", "i", "j"]},
              {"kind": "unroll", "node": "O.local", "loop": "i"},
              {"kind": "vectorize", "node": "O.local", "loop": "j"}]
@@ -106,17 +108,7 @@ def test_a_partial_tile_keeps_its_rows_unrolled_and_rolls_its_reduction_steps():
 
 def test_a_tile_wholly_past_the_rows_is_skipped():
     """Pairs of 6-row tiles over 50 rows: the fifth pair's second tile, rows 54-59, holds no row."""
-    task = get_task("GMM", 50, DEPTH, COLUMNS)
-    steps = [{"kind": "cache_write", "node": "O", "scope": "local"},
-             {"kind": "split", "node": "O", "loop": "i", "factors": [5, 2, TILE]},
-             {"kind": "parallel", "node": "O", "loop": "i.0"},
-             {"kind": "unroll", "node": "O", "loop": "i.2"},
-             {"kind": "vectorize", "node": "O", "loop": "j"},
-             {"kind": "compute_at", "node": "O.local", "consumer": "O", "loop": "i.1"},
-             {"kind": "reorder", "node": "O.local", "order": ["rk", "i", "j"]},
-             {"kind": "unroll", "node": "O.local", "loop": "i"},
-             {"kind": "vectorize", "node": "O.local", "loop": "j"}]
-    func = lower(task, Schedule.from_json(json.dumps(steps)).apply(analyze(task))).func
+    task, func = register_tiled_gmm(50, outer=[5, 2])
     partial = versions(func).else_body
     assert isinstance(partial, IfThenElse) and partial.else_body is None
     assert str(partial.cond) == "(O.i.0 * 2 + O.i.1) * 6 < 50"
