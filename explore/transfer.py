@@ -1,6 +1,10 @@
-"""Starts carried over from other tasks' records: the best config of each task tuned before on the
-same target (another layer of the same network, the same operator at another shape), moved to the
-nearest point of this task's space and measured among the search's first starts.
+"""Starts carried over from other tasks' records: of each task tuned before on the same target
+(another layer of the same network, the same operator at another shape), the best config of each
+kind of kernel it makes here (Space.family), moved to the nearest point of this task's space and
+measured among the search's first starts. Not only the other task's best: a climb seldom crosses
+from one kind to another, and the kind a 200-trial search ends in is partly chance (YOLO C1 on an
+AVX-512 host ended in a channel-vectorised tile at 194 GFLOPS in one run and accumulating in memory
+at 158 in another), so a layer started from its neighbour's best alone inherits that chance.
 
 A config carries over where it splits every loop this task's space splits: each knob keeps its
 value where this space offers it, else takes the nearest (split factors by ratio, the innermost
@@ -25,6 +29,7 @@ without a counterpart (the padding copy) their first values. Else it is skipped.
 
 from __future__ import annotations
 
+import functools
 import json
 
 from analysis import analyze
@@ -37,32 +42,45 @@ from space.space import SpaceError
 
 
 def transferred_points(space, records, task, target, count, judged_by="measured"):
-    """Up to `count` distinct points of `space`: the best successful record of each other task on
-    the same target, judged the same way, from a space of the same kind, fastest task first."""
-    best_of_task = {}
+    """Up to `count` distinct points of `space`: of each other task tuned on the same target, judged
+    the same way, from a space of the same kind, the best successful record of each kind of kernel
+    it moves to here (Space.family); the best of each kind first, fastest first."""
+    by_task = {}
     for record in records:
         if (not record.ok or record.same_task(task) or not record.same_target(target)
                 or not record.same_judge(judged_by) or record.space["name"] != space.name):
             continue
-        key = json.dumps(record.task_ref, sort_keys=True)
-        if key not in best_of_task or record.gflops > best_of_task[key].gflops:
-            best_of_task[key] = record
+        by_task.setdefault(json.dumps(record.task_ref, sort_keys=True), []).append(record)
+    best_of_kind = {}   # (task, kind here) -> (record, point)
+    for key, task_records in by_task.items():
+        roles = _Roles(space, task_records[0].task_ref)
+        for record in sorted(task_records, key=lambda r: (-r.gflops, r.line)):
+            point = _moved(space, record, roles)
+            if point is not None:
+                best_of_kind.setdefault((key, space.family(point)), (record, point))
+    firsts, others, kinds = [], [], set()
+    for (_, kind), (_, point) in sorted(best_of_kind.items(), key=lambda item: (-item[1][0].gflops, item[1][0].line)):
+        (others if kind in kinds else firsts).append(point)
+        kinds.add(kind)
     points = []
-    for record in sorted(best_of_task.values(), key=lambda r: (-r.gflops, r.line)):
-        config = _in_knobs_of(space, record.config)
-        if config is None:
-            config = _by_role(space, record)
-        if config is None:
-            continue
-        try:
-            point = space.nearest_point(config)
-        except SpaceError:
-            continue
+    for point in firsts + others:
         if point not in points:
             points.append(point)
-        if len(points) == count:
-            break
-    return points
+    return points[:count]
+
+
+def _moved(space, record, roles):
+    """The point of `space` nearest the record's config, moved by knob name or else by role; None
+    where it does not carry over."""
+    config = _in_knobs_of(space, record.config)
+    if config is None:
+        config = _by_role(space, record, roles)
+    if config is None:
+        return None
+    try:
+        return space.nearest_point(config)
+    except SpaceError:
+        return None
 
 
 def _in_knobs_of(space, config, unmatched_nodes=()):
@@ -92,14 +110,26 @@ def _lacks_choice(knob, value):
     return False
 
 
-def _by_role(space, record):
+class _Roles:
+    """This space's names for one other task's nodes, loops and inputs of the same role (analysis.roles),
+    worked out once for all that task's records: None where the computations do not correspond or
+    the task is not registered in this process (a record never chooses code to import)."""
+
+    def __init__(self, space, task_ref):
+        self.space, self.task_ref = space, task_ref
+
+    @functools.cached_property
+    def names(self):
+        try:
+            return corresponding_names(analyze(registered_task(self.task_ref)), self.space.info)
+        except FlexschedError:
+            return None
+
+
+def _by_role(space, record, roles):
     """The record's config with its knobs renamed to this space's nodes, loops and inputs of the same
-    role, in this space's knobs; None where the computations do not correspond or the record's task
-    is not registered in this process (a record never chooses code to import)."""
-    try:
-        names = corresponding_names(analyze(registered_task(record.task_ref)), space.info)
-    except FlexschedError:
-        return None
+    role, in this space's knobs; None where the computations do not correspond."""
+    names = roles.names
     if names is None:
         return None
     renamed = []

@@ -97,17 +97,29 @@ def test_starts_go_round_the_kinds_of_kernel_each_weighed_against_its_own_best()
         [s.point for s in history.pick_starts(np.random.default_rng(3), 4, 20.0)]
 
 
-def test_a_method_goes_round_the_kinds_only_in_its_first_family_trials():
+def test_a_method_goes_round_every_kind_in_its_first_family_trials_then_round_the_contenders():
     from explore.methods import PMethod
 
-    class TwoKinds:
-        family = staticmethod(lambda point: point[0] >= 3)
+    class ThreeKinds:
+        family = staticmethod(lambda point: {3: "far behind", 4: "near"}.get(point[0], "ahead"))
 
-    history = history_with([10.0, 9.8, 9.6, 2.0])
-    method = PMethod(TwoKinds(), history, np.random.default_rng(0), starts=2, family_trials=10)
-    assert (3,) in {start.point for start in method.pick_starts()}
-    method.family_trials = len(history)   # past the phase: by weight alone, and 2.0 weighs exp(-16)
-    assert all(start.point != (3,) for _ in range(50) for start in method.pick_starts())
+    history = history_with([10.0, 9.8, 9.6, 2.0, 8.5])
+    method = PMethod(ThreeKinds(), history, np.random.default_rng(0), starts=3, family_trials=10, contenders=0.8)
+    assert {start.point for start in method.pick_starts()} >= {(3,), (4,)}
+    method.family_trials = len(history)   # past the phase: 8.5 is a contender, 2.0 (exp(-16) by weight) is not
+    drawn = [start.point for _ in range(50) for start in method.pick_starts()]
+    assert (3,) not in drawn
+    assert drawn.count((4,)) == 50        # one turn of each round
+    assert sum(point[0] < 3 for point in drawn) == 100
+
+
+def test_kinds_behind_the_contenders_share_are_left_out():
+    history = history_with([10.0, 9.0, 7.9, 8.0])
+    kind = lambda point: point[0]   # noqa: E731
+    rng = np.random.default_rng(0)
+    for _ in range(20):
+        assert [start.point for start in history.pick_starts(rng, 3, 20.0, kind, contenders=0.8)] == [(0,), (1,), (3,)]
+    assert {start.point for start in history.pick_starts(rng, 4, 20.0, kind)} == {(0,), (1,), (2,), (3,)}
 
 
 def test_a_point_or_schedule_is_added_once():
@@ -364,9 +376,16 @@ def test_each_other_tasks_best_config_moves_to_this_space(tmp_path):
     other, _ = tune(OTHER_GMM, trials=20, log=str(log))
     tune(GMM, trials=10, log=str(log))     # this task's own records are not carried over
     tune(CONV, trials=10, log=str(log))    # nor a space with other knobs
-    records = load_records(log)
-    points = transferred_points(space_of(GMM), records, GMM, get_target("llvm"), count=4)
-    assert points == [space_of(GMM).nearest_point(other.config)]
+    records, space = load_records(log), space_of(GMM)
+    points = transferred_points(space, records, GMM, get_target("llvm"), count=4)
+    assert points[0] == space.nearest_point(other.config)
+    # Then the other task's best of each other kind of kernel, so each kind starts from it too.
+    best_of_kind = {}
+    for record in sorted((r for r in records if r.ok and r.same_task(OTHER_GMM)), key=lambda r: -r.gflops):
+        point = space.nearest_point(record.config)
+        best_of_kind.setdefault(space.family(point), point)
+    assert len(best_of_kind) >= 2 and sorted(points) == sorted(best_of_kind.values())
+    assert transferred_points(space, records, GMM, get_target("llvm"), count=1) == points[:1]
     other_cpu = get_target("llvm -mcpu=skylake" if get_target("llvm").cpu != "skylake" else "llvm -mcpu=znver4")
     assert transferred_points(space_of(GMM), records, GMM, other_cpu, count=4) == []
 
@@ -392,7 +411,7 @@ def test_a_config_carries_over_across_knobs_only_some_shapes_have(tmp_path):
     (into_odd,) = transferred_points(odd_space, records, rows_odd, target, count=1)
     shared = {name: value for name, value in blockable.config.to_dict().items() if name not in extra}
     assert into_odd == odd_space.nearest_point(Config.from_dict(shared))  # the knobs it lacks dropped
-    (into_blockable,) = transferred_points(blockable_space, records, rows_blockable, target, count=4)
+    (into_blockable,) = transferred_points(blockable_space, records, rows_blockable, target, count=1)
     config = blockable_space.config(into_blockable)
     first_values = {knob.name: knob.values[0] for knob in blockable_space.knobs if knob.name in extra}
     assert all(config[name] == value for name, value in first_values.items())
@@ -401,7 +420,9 @@ def test_a_config_carries_over_across_knobs_only_some_shapes_have(tmp_path):
     # The 1x1 layer merges rows and columns into one axis, which the 3x3 layers' configs do not
     # split: nothing carries over between them, either way.
     assert transferred_points(pointwise_space, records, pointwise, target, count=4) == []
-    assert len(transferred_points(odd_space, records, rows_odd, target, count=4)) == 1
+    without_pointwise = [record for record in records if not record.same_task(pointwise)]
+    assert transferred_points(odd_space, records, rows_odd, target, count=4) == \
+        transferred_points(odd_space, without_pointwise, rows_odd, target, count=4)
 
 
 def test_a_vectorised_axis_this_shape_does_not_offer_falls_back_to_the_first(tmp_path):
@@ -441,7 +462,7 @@ def test_a_gmm_config_carries_over_to_a_1x1_convolution_by_role(tmp_path):
     records, target = load_records(log), get_target("llvm")
 
     space = space_of(pointwise)
-    (point,) = transferred_points(space, records, pointwise, target, count=4)
+    (point,) = transferred_points(space, records, pointwise, target, count=1)
     moved = dict(space.config(point).values)
     renames = {"i": "k", "j": "hw", "rk": "rc", "A": "W", "B": "pad"}
     knobs = {knob.name: knob for knob in space.knobs}
@@ -459,27 +480,33 @@ def test_a_gmm_config_carries_over_to_a_1x1_convolution_by_role(tmp_path):
 
 
 def test_carried_over_starts_are_measured_first_beside_random_ones(tmp_path):
+    from explore.transfer import transferred_points
+
     log = tmp_path / "network.jsonl"
     other, _ = tune(OTHER_GMM, trials=20, log=str(log))
+    carried = transferred_points(space_of(GMM), load_records(log), GMM, get_target("llvm"), count=4)
     result, evaluator = tune(GMM, trials=12, log=str(log), transfer_from=str(log))
-    assert result.transferred_starts == 1
-    assert evaluator.calls[0] == space_of(GMM).nearest_point(other.config)
-    assert len(evaluator.calls) == 12 and len(set(evaluator.calls[:5])) == 5   # plus the 4 usual starts
+    assert carried[0] == space_of(GMM).nearest_point(other.config)
+    assert result.transferred_starts == len(carried) and evaluator.calls[:len(carried)] == carried
+    assert len(evaluator.calls) == 12 and len(set(evaluator.calls[:len(carried) + 4])) == len(carried) + 4  # and 4 usual starts
     alone, _ = tune(GMM, trials=12, transfer_from=str(tmp_path / "missing.jsonl"))
     assert alone.transferred_starts == 0
 
 
 def test_a_resumed_search_first_measures_what_other_tasks_found_since(tmp_path):
+    from explore.transfer import transferred_points
+
     log = tmp_path / "network.jsonl"
     tune(GMM, trials=8, log=str(log), transfer_from=str(log))   # the first pass: nothing to carry over yet
     other, _ = tune(OTHER_GMM, trials=20, log=str(log))
-    carried = space_of(GMM).nearest_point(other.config)
+    carried = transferred_points(space_of(GMM), load_records(log), GMM, get_target("llvm"), count=4)
+    assert carried[0] == space_of(GMM).nearest_point(other.config)
     result, evaluator = tune(GMM, trials=16, log=str(log), resume=True, transfer_from=str(log))
-    assert result.transferred_starts == 1 and evaluator.calls[0] == carried
+    assert result.transferred_starts == len(carried) and evaluator.calls[:len(carried)] == carried
     assert len(result.history) == 16 and len(evaluator.calls) == 8
-    # A later pass does not measure it again.
+    # A later pass does not measure them again.
     result, evaluator = tune(GMM, trials=20, log=str(log), resume=True, transfer_from=str(log))
-    assert result.transferred_starts == 0 and carried not in evaluator.calls and len(evaluator.calls) == 4
+    assert result.transferred_starts == 0 and not set(carried) & set(evaluator.calls) and len(evaluator.calls) == 4
 
 
 # ---------------------------------------------------------------- records
