@@ -198,8 +198,8 @@ def main():
     parser.add_argument("--records", metavar="FILE",
                         help="log every case's evaluated points to this new record file")
     parser.add_argument("--transfer", action="store_true",
-                        help="with --records: each case also starts from the best of the cases tuned before it "
-                             "in this run whose space has the same knobs (explore.transfer)")
+                        help="with --records: each case also starts from the best of each kind of kernel of the cases "
+                             "tuned before it in this run whose space has the same knobs (explore.transfer)")
     parser.add_argument("--records-from", metavar="EARLIER",
                         help="with --records: the new file starts with EARLIER's records of the cases not run now, "
                              "so --transfer carries over layers tuned in another run (GMM's best to the 1x1 layers)")

@@ -79,8 +79,9 @@ def _build_parser():
                       help="price N random points with the target's static model and measure its best first, as "
                            "the first starts (default 0: random starts; 64 lifted the 1x1 YOLO layers' starts 3-10x)")
     tune.add_argument("--transfer-from", metavar="FILE",
-                      help="a record file of other tasks (other layers of the network): their best configs, moved to "
-                           "this task's space, are measured among the first starts; may be the --log file itself")
+                      help="a record file of other tasks (other layers of the network): their best configs of each kind "
+                           "of kernel, moved to this task's space, are measured among the first starts; may be the "
+                           "--log file itself")
     tune.add_argument("--early-stop", type=_at_least(1), metavar="N",
                       help="stop after N trials without a 1%% improvement of the best")
     tune.add_argument("--log", metavar="FILE", help="append every evaluated point to this JSON-lines file")
@@ -314,7 +315,7 @@ def _cmd_tune(args, out):
     if result.priced_starts:
         out.write(f"first starts: the static model's best of {result.priced_starts} random points\n")
     if args.transfer_from:
-        out.write(f"first starts: {result.transferred_starts} carried over from other tasks' best in "
+        out.write(f"first starts: {result.transferred_starts} carried over from other tasks' best configs in "
                   f"{args.transfer_from}\n")
     if result.cost_model is not None:
         out.write(f"cost model {result.cost_model.name}: ranked out {result.screened_out} proposals, never measured\n")
