@@ -118,19 +118,17 @@ class History:
             return [], np.zeros(0)
         return candidates, _annealing_weights(candidates, best, gamma)
 
-    def pick_starts(self, rng, count, gamma, family=None, contenders=0.0):
+    def pick_starts(self, rng, count, gamma, family=None):
         """Up to `count` distinct successful entries drawn with probability proportional to their weight.
-        With `family` (point -> kind of kernel), the draws go round the kinds measured so far whose
-        best is at least `contenders` times the best of all, best kind first, each weighed against
-        its own kind's best: every such kind gets climbed, however far behind its first points are."""
+        With `family` (point -> kind of kernel), the draws go round the kinds measured so far, best
+        kind first, each weighed against its own kind's best: every kind gets climbed, however far
+        behind its first points are."""
         candidates, weights = self.start_weights(gamma)
         if not candidates:
             return []
         kinds = {}
         for entry in candidates if family is not None else ():
             kinds.setdefault(family(entry.point), []).append(entry)
-        kinds = {kind: group for kind, group in kinds.items()
-                 if max(entry.gflops for entry in group) >= contenders * self.best_gflops}
         if len(kinds) < 2:
             count = min(count, len(candidates))
             chosen = rng.choice(len(candidates), size=count, replace=False, p=weights / weights.sum())

@@ -33,10 +33,6 @@ DEFAULT_GAMMA = 20.0
 # C6 in half the runs, never on C1, C2, C4; with it, two seeds of C1, C2, C4, C6 (AVX-512) ended
 # 0.87 and 0.97 of oneDNN (geometric mean), against 0.82 and 0.84.
 FAMILY_TRIALS = 80
-# After those trials, the kinds whose best is at least this share of the best of all go on taking
-# turns. Channel-vectorised tiles on YOLO C1 climb slowly: at trial 80 they stood at 0.84 of the
-# kernels accumulating in memory in one search, and at 1.14 in another that ended with them at 1.44.
-CONTENDERS = 0.8
 
 
 @dataclass(frozen=True)
@@ -51,22 +47,20 @@ class SearchMethod(ABC):
 
     name = "method"
 
-    def __init__(self, space, history, rng, starts=4, gamma=DEFAULT_GAMMA, family_trials=FAMILY_TRIALS,
-                 contenders=CONTENDERS):
+    def __init__(self, space, history, rng, starts=4, gamma=DEFAULT_GAMMA, family_trials=FAMILY_TRIALS):
         self.space = space
         self.history = history
         self.rng = rng
         self.starts = starts
         self.gamma = gamma
         self.family_trials = family_trials
-        self.contenders = contenders
         self._keys = {}
 
     def pick_starts(self):
         """The round's start points: in the first family_trials trials, drawn in turn from each kind
-        of kernel measured (Space.family); then in turn from the kinds still in contention."""
-        contenders = 0.0 if len(self.history) < self.family_trials else self.contenders
-        return self.history.pick_starts(self.rng, self.starts, self.gamma, self.space.family, contenders)
+        of kernel measured (Space.family), then by weight alone."""
+        family = self.space.family if len(self.history) < self.family_trials else None
+        return self.history.pick_starts(self.rng, self.starts, self.gamma, family)
 
     def schedule_key(self, point):
         key = self._keys.get(point)
@@ -146,8 +140,8 @@ class QMethod(SearchMethod):
 
     def __init__(self, space, history, rng, starts=4, gamma=DEFAULT_GAMMA, seed=0, train_every=5, alpha=0.5,
                  epsilon_start=0.5, epsilon_end=0.05, epsilon_trials=100, hidden=64, epochs=4,
-                 family_trials=FAMILY_TRIALS, contenders=CONTENDERS):
-        super().__init__(space, history, rng, starts, gamma, family_trials, contenders)
+                 family_trials=FAMILY_TRIALS):
+        super().__init__(space, history, rng, starts, gamma, family_trials)
         from .qnet import QLearner  # torch is imported only when the Q-method is used
 
         self.learner = QLearner(space.encoding_length, space.num_directions, seed=seed, hidden=hidden,

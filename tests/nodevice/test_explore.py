@@ -97,29 +97,17 @@ def test_starts_go_round_the_kinds_of_kernel_each_weighed_against_its_own_best()
         [s.point for s in history.pick_starts(np.random.default_rng(3), 4, 20.0)]
 
 
-def test_a_method_goes_round_every_kind_in_its_first_family_trials_then_round_the_contenders():
+def test_a_method_goes_round_the_kinds_only_in_its_first_family_trials():
     from explore.methods import PMethod
 
-    class ThreeKinds:
-        family = staticmethod(lambda point: {3: "far behind", 4: "near"}.get(point[0], "ahead"))
+    class TwoKinds:
+        family = staticmethod(lambda point: point[0] >= 3)
 
-    history = history_with([10.0, 9.8, 9.6, 2.0, 8.5])
-    method = PMethod(ThreeKinds(), history, np.random.default_rng(0), starts=3, family_trials=10, contenders=0.8)
-    assert {start.point for start in method.pick_starts()} >= {(3,), (4,)}
-    method.family_trials = len(history)   # past the phase: 8.5 is a contender, 2.0 (exp(-16) by weight) is not
-    drawn = [start.point for _ in range(50) for start in method.pick_starts()]
-    assert (3,) not in drawn
-    assert drawn.count((4,)) == 50        # one turn of each round
-    assert sum(point[0] < 3 for point in drawn) == 100
-
-
-def test_kinds_behind_the_contenders_share_are_left_out():
-    history = history_with([10.0, 9.0, 7.9, 8.0])
-    kind = lambda point: point[0]   # noqa: E731
-    rng = np.random.default_rng(0)
-    for _ in range(20):
-        assert [start.point for start in history.pick_starts(rng, 3, 20.0, kind, contenders=0.8)] == [(0,), (1,), (3,)]
-    assert {start.point for start in history.pick_starts(rng, 4, 20.0, kind)} == {(0,), (1,), (2,), (3,)}
+    history = history_with([10.0, 9.8, 9.6, 2.0])
+    method = PMethod(TwoKinds(), history, np.random.default_rng(0), starts=2, family_trials=10)
+    assert (3,) in {start.point for start in method.pick_starts()}
+    method.family_trials = len(history)   # past the phase: by weight alone, and 2.0 weighs exp(-16)
+    assert all(start.point != (3,) for _ in range(50) for start in method.pick_starts())
 
 
 def test_a_point_or_schedule_is_added_once():
