@@ -157,3 +157,14 @@ class History:
 def _annealing_weights(entries, best, gamma):
     """exp(-gamma (E* - E_p) / E*) of each entry against the best E*: 1 for the best itself."""
     return np.array([math.exp(-gamma * (best - entry.gflops) / best) for entry in entries])
+
+
+def each_kind_first(ranked, kind):
+    """The ranked items, the first of each kind (kind(item)) before any second of a kind: a kind
+    ranked low still comes early."""
+    firsts, seconds, seen = [], [], set()
+    for item in ranked:
+        item_kind = kind(item)
+        (seconds if item_kind in seen else firsts).append(item)
+        seen.add(item_kind)
+    return firsts + seconds

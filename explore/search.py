@@ -46,7 +46,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .evaluator import Evaluation, ExplorationError
-from .history import History
+from .history import History, each_kind_first
 from .methods import DEFAULT_GAMMA, Proposal, make_method
 
 logger = logging.getLogger("flexsched.explore.search")
@@ -282,12 +282,7 @@ def _pool_by_family(method, size, pending, family):
 def _best_of_each_family(ranked, count, family):
     """The first count of ranked proposals (best first), the best of each kind of kernel before any
     second of a kind: a kind the model underrates still gets a start."""
-    firsts, seconds, seen = [], [], set()
-    for proposal in ranked:
-        kind = family(proposal.point)
-        (seconds if kind in seen else firsts).append(proposal)
-        seen.add(kind)
-    return (firsts + seconds)[:count]
+    return each_kind_first(ranked, lambda proposal: family(proposal.point))[:count]
 
 
 def _outcome(evaluation):

@@ -40,6 +40,8 @@ from space.config import Config
 from space.knobs import ChoiceKnob
 from space.space import SpaceError
 
+from .history import each_kind_first
+
 
 def transferred_points(space, records, task, target, count, judged_by="measured"):
     """Up to `count` distinct points of `space`: of each other task tuned on the same target, judged
@@ -58,15 +60,11 @@ def transferred_points(space, records, task, target, count, judged_by="measured"
             point = _moved(space, record, roles)
             if point is not None:
                 best_of_kind.setdefault((key, space.family(point)), (record, point))
-    firsts, others, kinds = [], [], set()
-    for (_, kind), (_, point) in sorted(best_of_kind.items(), key=lambda item: (-item[1][0].gflops, item[1][0].line)):
-        (others if kind in kinds else firsts).append(point)
-        kinds.add(kind)
-    points = []
-    for point in firsts + others:
+    points = []   # fastest first, each point once (two tasks' configs may move to one point)
+    for _, point in sorted(best_of_kind.values(), key=lambda found: (-found[0].gflops, found[0].line)):
         if point not in points:
             points.append(point)
-    return points[:count]
+    return each_kind_first(points, space.family)[:count]
 
 
 def _moved(space, record, roles):
