@@ -39,6 +39,12 @@ _SEGMENT_PROTOTYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctyp
 # instead of 0.02-0.07 s, no faster. -O2's 150 keeps the small loops it still unrolls (the
 # searched bests ran as fast side by side).
 UNROLL_THRESHOLD = 150
+# -O3 also unswitches loops on conditions that are invariant but not trivially so, cloning the loop
+# nest once per outcome: on the YOLO 3 x 3 layers that took 40% or more of the optimisation (LLVM's
+# pass timings), 0.8-1.0 s a candidate on C4 and C6 instead of 0.4-0.5, and the searched kernels ran
+# as fast without it (side by side, within 2%). A cost threshold of 1 leaves the trivial unswitching,
+# which clones nothing. (0 is out of the pass's range.)
+UNSWITCH_THRESHOLD = 1
 
 
 @functools.cache
@@ -46,6 +52,7 @@ def _initialise_llvm():
     llvm.initialize_native_target()
     llvm.initialize_native_asmprinter()
     llvm.set_option("", f"-unroll-threshold-aggressive={UNROLL_THRESHOLD}")
+    llvm.set_option("", f"-unswitch-threshold={UNSWITCH_THRESHOLD}")
 
 
 def machine_of(target=None):
@@ -247,7 +254,7 @@ def _memory_span(array, param, written):
 _cache = {}
 _cache_lock = threading.Lock()
 # The kernel cache's entries: object code generated as _target_machine generates it, and the optimised IR.
-_DISK_FORMAT = f"cpu-1 jitdefault unroll-threshold={UNROLL_THRESHOLD}"
+_DISK_FORMAT = f"cpu-1 jitdefault unroll-threshold={UNROLL_THRESHOLD} unswitch-threshold={UNSWITCH_THRESHOLD}"
 
 
 def clear_cache():
