@@ -477,6 +477,22 @@ def test_a_guarded_register_tile_stays_in_registers():
     assert kernel.fallbacks == () and "alloca" not in kernel.llvm_ir
 
 
+def test_a_loop_is_not_cloned_per_outcome_of_an_invariant_test():
+    """C[o, i] = 3 A[o, i] for every i, B[o, i] = A[o, i] + 1 only where o < 32: -O3's nontrivial
+    unswitching would clone the i loop per outcome of o < 32, the multiplication in both copies;
+    the back end keeps one loop (the cloning cost 40% of a 3 x 3 convolution's build time)."""
+    A, B, C = buf("A", (64, 256)), buf("B", (64, 256)), buf("C", (64, 256))
+    body = loop("o", 64, "serial", lambda o: loop("i", 256, "serial", lambda i: seq(
+        Store(C, (o, i), ld(A, o, i) * 3.0), IfThenElse(o < 32, Store(B, (o, i), ld(A, o, i) + 1.0)))))
+    kernel = compile_func(PrimFunc("invariant_test", (A, B, C), body))
+    a, b, c = rand(64, 256), np.zeros((64, 256), "float32"), np.zeros((64, 256), "float32")
+    kernel(a, b, c)
+    np.testing.assert_allclose(c, a * 3, rtol=1e-6)
+    np.testing.assert_allclose(b, np.where(np.arange(64)[:, None] < 32, a + 1, 0), rtol=1e-6)
+    multiplies, adds = (len(re.findall(rf"= {op} ", kernel.llvm_ir)) for op in ("fmul", "fadd"))
+    assert adds > 0 and multiplies == adds
+
+
 def test_an_unrolled_tile_shares_its_address_arithmetic():
     """A 4 x 8 tile of C[i, j] += A[i, k] * B[k, j], unrolled inside a serial k loop: every
     access's address is one shared sum of the loop counters plus a constant, so the tile's 96
