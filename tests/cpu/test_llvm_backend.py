@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from codegen import cpu_backend
-from codegen.ir import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, loop_var, seq
+from codegen.ir import Allocate, Buffer, For, IfThenElse, PrimFunc, Seq, Store, loop_var, seq
 from codegen.ir import CodegenError
 from codegen.runtime import split_range
 from flexsched.errors import EvaluationError
@@ -449,6 +449,46 @@ def test_a_module_past_the_code_size_budget_is_not_emitted_whole(monkeypatch):
     a, o = rand(40, 40), np.zeros((40, 40), "float32")
     kernel(a, o)
     np.testing.assert_allclose(o, a * a.T + np.roll(a, -1, axis=0) - np.roll(a, -3, axis=1), rtol=1e-5, atol=1e-5)
+
+
+def test_a_module_whose_rolled_loops_cost_more_fits_the_budget_in_few_emissions(monkeypatch):
+    """Rolled loops cost more instructions per store than the unrolled stores they replace (their
+    counter, test and branch), so rolling to the last emission's share of the budget falls short
+    again and again: each further attempt aims lower, and 30 unrolled 4 x 16 nests fit in three
+    emissions (five without that). The module builder here prices 20 instructions a store and 40
+    a rolled loop, and stops at the limit as the real one does."""
+    from codegen import cpu_backend
+    from codegen.code_size import MAX_EMITTED_INSTRUCTIONS, emitted_copies
+    from codegen.llvm_backend import InstructionLimitReached
+
+    def rolled_loops(stmt):
+        if isinstance(stmt, Seq):
+            return sum(rolled_loops(part) for part in stmt.stmts)
+        if isinstance(stmt, For):
+            return (stmt.kind == "serial") + rolled_loops(stmt.body) * (stmt.extent if stmt.kind == "unrolled" else 1)
+        return 0
+
+    emissions = []
+
+    class Priced:
+        def __init__(self, func, triple, data_layout, register_lanes, instruction_limit=None):
+            self.func, self.limit = func, instruction_limit
+            emissions.append(self)
+
+        def build(self):
+            copies = emitted_copies(self.func.body)
+            instructions = 20 * copies + 40 * rolled_loops(self.func.body)
+            if self.limit is not None and instructions > self.limit:
+                raise InstructionLimitReached(self.limit + 20, max(1, copies * self.limit // instructions))
+            return "define void @f() {" + "\n  x" * instructions + "\n}"
+
+    monkeypatch.setattr(cpu_backend, "ModuleBuilder", Priced)
+    A, O = buf("A", (30, 4, 16)), buf("O", (30, 4, 16))
+    body = seq(*[loop("i", 4, "unrolled", lambda i, n=n: loop("j", 16, "unrolled", lambda j: Store(
+        O, (n, i, j), ld(A, n, i, j) * 2.0))) for n in range(30)])
+    text, _, func = cpu_backend._module_text(PrimFunc("many_nests", (A, O), body), 3, False, None)
+    assert cpu_backend._instruction_count(text) <= MAX_EMITTED_INSTRUCTIONS
+    assert emitted_copies(func.body) < 30 * 4 * 16 and len(emissions) <= 3
 
 
 def test_a_guarded_register_tile_stays_in_registers():
