@@ -2,6 +2,9 @@
 
 Run:  .venv/bin/python experiments/build_cost.py --points 4 --out experiments/results/build_cost.json
 
+With --records F, each case's points are a search's own candidates instead, spread evenly over
+its records in F (the benchmark's --records file): where the search wandered decides its builds.
+
 The same seed draws the same points from each case's CPU space, so two commits compare on equal
 terms (run one from a git worktree with PYTHONPATH set to it). Each point is lowered and compiled
 with the kernel cache off, and its unoptimised LLVM instructions (after the code-size budget) and
@@ -22,6 +25,7 @@ import numpy as np
 from analysis import analyze
 from codegen import cpu_backend
 from codegen.kernel import lower_for
+from explore.records import load_records
 from flexsched.target import get_target
 from space import generate
 
@@ -39,22 +43,33 @@ def build_cost(task, schedule, target):
             "optimize": report.optimize_seconds, "machine_code": report.machine_code_seconds}
 
 
+def recorded_points(records, task, space, count):
+    """count of the task's recorded points in this space, evenly spread over the records in order."""
+    points = [record.point_in(space) for record in records if record.same_task(task) and record.same_space(space)]
+    return points[::max(1, len(points) // count)][:count]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--cases", nargs="*", default=DEFAULT_CASES)
-    parser.add_argument("--points", type=int, default=4, help="random points per case")
+    parser.add_argument("--points", type=int, default=4, help="points per case")
     parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--records", metavar="F",
+                        help="take each case's points from its records in F, evenly spread, not at random")
     parser.add_argument("--out", help="write every point's figures to this JSON file")
     args = parser.parse_args()
     os.environ["FLEXSCHED_KERNEL_CACHE"] = "off"
     target = get_target("llvm")
     rng = np.random.default_rng(args.seed)
+    records = load_records(args.records) if args.records else []
     rows = []
     for name in args.cases:
         task = cases()[name]
         space = generate(analyze(task), target)
-        costs = [build_cost(task, space.schedule(space.random_point(rng)), target) for _ in range(args.points)]
-        rows += [{"case": name, **cost} for cost in costs]
+        points = (recorded_points(records, task, space, args.points) if args.records
+                  else [space.random_point(rng) for _ in range(args.points)])
+        costs = [build_cost(task, space.schedule(point), target) for point in points]
+        rows += [{"case": name, "point": list(point), **cost} for point, cost in zip(points, costs)]
         total = [cost["emit"] + cost["optimize"] + cost["machine_code"] for cost in costs]
         print(f"{name:4} instructions median {statistics.median(c['instructions'] for c in costs):7.0f}, "
               f"emit {sum(c['emit'] for c in costs):6.2f} s, optimize {sum(c['optimize'] for c in costs):6.2f} s, "

@@ -7,6 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from analysis import analyze
+from explore.optimize import optimize
+from explore.records import load_records
+from flexsched.registry import get_task
+from space import generate
+
 pytestmark = pytest.mark.cpu
 EXPERIMENTS = Path(__file__).parents[2] / "experiments"
 
@@ -22,3 +28,17 @@ def test_build_cost_reports_each_points_phases(tmp_path):
         assert point["instructions"] > 0
         assert all(point[phase] > 0 for phase in ("emit", "optimize", "machine_code"))
     assert "all 2 points" in run.stdout
+
+
+def test_build_cost_takes_a_searchs_own_candidates_from_its_records(tmp_path):
+    """With --records, the points are the case's recorded ones, evenly spread: the 1st and 3rd of 4."""
+    records, out = tmp_path / "records.jsonl", tmp_path / "cost.json"
+    task = get_task("C2D", 1, 512, 28, 28, 512, 1, 1, 0, 1)   # the benchmark's C9
+    optimize(task, "llvm", trials=4, method="random", log=str(records), evaluator="model")
+    space = generate(analyze(task), "llvm")
+    recorded = [list(record.point_in(space)) for record in load_records(records)]
+    run = subprocess.run([sys.executable, str(EXPERIMENTS / "build_cost.py"), "--cases", "C9", "--points", "2",
+                          "--records", str(records), "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    assert len(recorded) == 4
+    assert [point["point"] for point in json.loads(out.read_text())["points"]] == [recorded[0], recorded[2]]
