@@ -21,7 +21,7 @@ import numpy as np
 
 from codegen import kernel_cache, runtime
 from codegen.backend import Backend, CompileReport, register_backend
-from codegen.code_size import MAX_EMITTED_INSTRUCTIONS, MAX_EMITTED_STORES, emitted_copies, roll_to_fit
+from codegen.code_size import MAX_EMITTED_INSTRUCTIONS, MAX_EMITTED_STORES, ROLL_MARGIN, emitted_copies, roll_to_fit
 from codegen.ir import CodegenError, PrimFunc
 from codegen.legalize import legalize
 from codegen.llvm_backend import InstructionLimitReached, ModuleBuilder, check_loops, signature, written_buffers
@@ -46,8 +46,6 @@ UNROLL_THRESHOLD = 150
 # as fast without it (side by side, within 2%). A cost threshold of 1 leaves the trivial unswitching,
 # which clones nothing. (0 is out of the pass's range.)
 UNSWITCH_THRESHOLD = 1
-# The share of the code-size budget a module past it aims at, compounded per further attempt.
-ROLL_MARGIN = 0.8
 
 
 @functools.cache
@@ -414,8 +412,7 @@ def _module_text(func, opt_level, legalised, machine):
         if instructions <= MAX_EMITTED_INSTRUCTIONS or copies <= 1:
             return text, builder, func
         # Instructions grow with the stores laid out: roll to the budget's share, then emit again.
-        # Rolled loops cost more instructions per store than the unrolled ones they replace, so each
-        # further attempt aims lower (without that, some YOLO C10 candidates took 10 attempts, 1 s).
+        # Each further attempt aims lower (ROLL_MARGIN: rolled loops cost more per store).
         allowed = max(1, int(copies * MAX_EMITTED_INSTRUCTIONS / instructions * ROLL_MARGIN ** attempt))
         rolled = roll_to_fit(func.body, min(allowed, copies - 1))
         if rolled is func.body:   # nothing left to roll: the module as it is, whole

@@ -457,7 +457,6 @@ def test_a_module_whose_rolled_loops_cost_more_fits_the_budget_in_few_emissions(
     again and again: each further attempt aims lower, and 30 unrolled 4 x 16 nests fit in three
     emissions (five without that). The module builder here prices 20 instructions a store and 40
     a rolled loop, and stops at the limit as the real one does."""
-    from codegen import cpu_backend
     from codegen.code_size import MAX_EMITTED_INSTRUCTIONS, emitted_copies
     from codegen.llvm_backend import InstructionLimitReached
 
