@@ -79,7 +79,14 @@ def changed(data, path, value):
     return data
 
 
-DROP = object()
+class _Drop:
+    """A field to remove rather than change; named, so test ids stay the same from run to run."""
+
+    def __repr__(self):
+        return "DROP"
+
+
+DROP = _Drop()
 # A measurement's details as records kept them before the per-phase seconds existed.
 OLD_RESULT_FIELDS = ("status", "seconds", "min_seconds", "max_seconds", "repeats", "compile_seconds", "error", "number")
 
