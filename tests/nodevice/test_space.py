@@ -299,6 +299,15 @@ def test_register_tile_accumulates_the_innermost_tile_over_the_whole_reduction()
     assert not state.stages["O"].has_reduce  # the node itself only copies the tile out
 
 
+def test_a_producer_computed_at_a_register_tiled_node_is_made_once_per_parallel_iteration_not_per_tile():
+    space = generate(analyze(get_task("C2D", 1, 8, 14, 14, 32, 3, 1, 1)), "llvm")
+    for accumulate in ("registers", "memory"):
+        config = _cpu_config(space, pad__attach="at", O__accumulate=accumulate, O__fuse=2,
+                             O__split__k=(2, 2, 2, 4), O__split__h=(7, 1, 1, 2))
+        state = check_point(space, space.point(config))
+        parallel = next(loop.name for loop in state.stages["O"].loops if loop.annotation == "parallel")
+        assert state.stages["pad"].attach_to == ("O", parallel)
+
 def test_innermost_tile_is_bounded_by_the_register_file():
     target = get_target("llvm").with_(vector_lanes=8, vector_registers=16)
     for task in (get_task("GMM", 64, 64, 64), get_task("C2D", 1, 8, 14, 14, 32, 3, 1, 1)):
