@@ -308,6 +308,7 @@ def test_a_producer_computed_at_a_register_tiled_node_is_made_once_per_parallel_
         parallel = next(loop.name for loop in state.stages["O"].loops if loop.annotation == "parallel")
         assert state.stages["pad"].attach_to == ("O", parallel)
 
+
 def test_innermost_tile_is_bounded_by_the_register_file():
     target = get_target("llvm").with_(vector_lanes=8, vector_registers=16)
     for task in (get_task("GMM", 64, 64, 64), get_task("C2D", 1, 8, 14, 14, 32, 3, 1, 1)):
