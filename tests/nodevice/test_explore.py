@@ -110,6 +110,33 @@ def test_a_method_goes_round_the_kinds_only_in_its_first_family_trials():
     assert all(start.point != (3,) for _ in range(50) for start in method.pick_starts())
 
 
+def test_a_margin_keeps_only_the_kinds_whose_best_is_close_to_the_best_kinds():
+    history = history_with([10.0, 9.9, 8.5, 8.0, 5.0])   # kinds: 0-1 "a", 2-3 "b", 4 "c"
+    kind = lambda point: "aabbc"[point[0]]   # noqa: E731
+    rng = np.random.default_rng(0)
+    for _ in range(50):
+        kinds = [kind(start.point) for start in history.pick_starts(rng, 4, 20.0, kind, margin=0.2)]
+        assert kinds == ["a", "b", "a", "b"]   # "b" at 0.85 of the best is in, "c" at 0.5 is not
+    assert {kind(start.point) for _ in range(50) for start in history.pick_starts(rng, 3, 20.0, kind)} == \
+        {"a", "b", "c"}
+
+
+def test_after_the_rotation_a_close_kind_keeps_its_turns_until_the_margin_narrows_past_it():
+    from explore.methods import FAMILY_MARGIN, FAMILY_NARROWING, PMethod
+
+    class TwoKinds:
+        family = staticmethod(lambda point: point[0] >= 3)
+
+    history = history_with([10.0, 9.9, 9.8, 8.5])   # the second kind at 0.85 of the first
+    method = PMethod(TwoKinds(), history, np.random.default_rng(0), starts=2, family_trials=len(history))
+    assert FAMILY_MARGIN > 0.15
+    assert all((3,) in {start.point for start in method.pick_starts()} for _ in range(20))
+    # Once the margin is under 0.15 the draws are by weight alone, and 8.5 weighs exp(-3) = 0.05.
+    method.family_trials = len(history) - math.ceil(FAMILY_NARROWING * (1 - 0.14 / FAMILY_MARGIN))
+    rounds_with_it = sum((3,) in {start.point for start in method.pick_starts()} for _ in range(200))
+    assert rounds_with_it < 0.25 * 200
+
+
 def test_a_point_or_schedule_is_added_once():
     history = history_with([1.0])
     with pytest.raises(ValueError):
