@@ -327,6 +327,31 @@ def test_the_screened_pool_holds_an_even_share_of_each_kind_of_kernel():
     assert len(counts) == 3 and set(counts.values()) == {10}   # 30 random draws: 20 accumulate in memory
 
 
+def test_a_kind_a_transferred_start_already_has_gets_no_share_of_the_screened_pool():
+    from collections import Counter
+
+    from explore.search import Search
+
+    space = space_of(GMM)
+    rng = np.random.default_rng(0)
+    draws = [space.random_point(rng) for _ in range(400)]
+    memory = next(point for point in draws if space.family(point)[0][1] == "memory")
+    screen = PricingScreen()
+    Search(GMM, space, FakeEvaluator(), "q", seed=0, starts=4, start_screen=screen, start_pool=30,
+           start_points=(memory,)).run(10)
+    counts = Counter(space.family(point) for point, _ in screen.priced[0])
+    assert space.family(memory) not in counts
+    assert len(counts) == 2 and set(counts.values()) == {10}   # the other two kinds keep their 10 each
+    # A start carried over for every kind: nothing to price, and the carried-over ones are the starts.
+    one_of_each = list({space.family(point): point for point in draws}.values())
+    assert len(one_of_each) == 3
+    screen = PricingScreen()
+    outcome = Search(GMM, space, FakeEvaluator(), "q", seed=0, starts=4, start_screen=screen, start_pool=30,
+                     start_points=tuple(one_of_each)).run(10)
+    assert screen.priced == [] and outcome.priced == 0
+    assert [entry.point for entry in outcome.history.entries[:3]] == one_of_each
+
+
 def test_a_space_of_one_kind_screens_the_same_random_pool_as_before():
     from explore.methods import make_method
     from explore.search import _pool_by_family
