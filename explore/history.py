@@ -118,21 +118,17 @@ class History:
             return [], np.zeros(0)
         return candidates, _annealing_weights(candidates, best, gamma)
 
-    def pick_starts(self, rng, count, gamma, family=None, margin=None):
+    def pick_starts(self, rng, count, gamma, family=None):
         """Up to `count` distinct successful entries drawn with probability proportional to their weight.
         With `family` (point -> kind of kernel), the draws go round the kinds measured so far, best
         kind first, each weighed against its own kind's best: every kind gets climbed, however far
-        behind its first points are; with `margin` too, only the kinds whose best is within that
-        fraction of the best kind's."""
+        behind its first points are."""
         candidates, weights = self.start_weights(gamma)
         if not candidates:
             return []
         kinds = {}
         for entry in candidates if family is not None else ():
             kinds.setdefault(family(entry.point), []).append(entry)
-        if margin is not None:
-            floor = (1.0 - margin) * self.best_gflops
-            kinds = {kind: group for kind, group in kinds.items() if max(e.gflops for e in group) >= floor}
         if len(kinds) < 2:
             count = min(count, len(candidates))
             chosen = rng.choice(len(candidates), size=count, replace=False, p=weights / weights.sum())

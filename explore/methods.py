@@ -33,13 +33,6 @@ DEFAULT_GAMMA = 20.0
 # C6 in half the runs, never on C1, C2, C4; with it, two seeds of C1, C2, C4, C6 (AVX-512) ended
 # 0.87 and 0.97 of oneDNN (geometric mean), against 0.82 and 0.84.
 FAMILY_TRIALS = 80
-# After those trials, the kinds whose best is within a margin of the best kind's keep going round,
-# the margin narrowing from FAMILY_MARGIN to nothing over FAMILY_NARROWING trials: a kind that
-# needs more climbing than the rotation gave it can still overtake. (YOLO C1, seed 0: at trial 80
-# the channel tiles stood at 0.84 of the memory-accumulating kind and were dropped; the searches
-# that climbed them longer ended 0.98-1.12 of oneDNN, this one 0.74-0.86.)
-FAMILY_MARGIN = 0.25
-FAMILY_NARROWING = 100
 
 
 @dataclass(frozen=True)
@@ -65,15 +58,9 @@ class SearchMethod(ABC):
 
     def pick_starts(self):
         """The round's start points: in the first family_trials trials, drawn in turn from each kind
-        of kernel measured (Space.family); then in turn from the kinds within a narrowing margin of
-        the best kind (FAMILY_MARGIN), and once it has closed, by weight alone."""
-        past = len(self.history) - self.family_trials
-        if past < 0:
-            return self.history.pick_starts(self.rng, self.starts, self.gamma, self.space.family)
-        margin = FAMILY_MARGIN * (1.0 - past / FAMILY_NARROWING)
-        if margin <= 0:
-            return self.history.pick_starts(self.rng, self.starts, self.gamma)
-        return self.history.pick_starts(self.rng, self.starts, self.gamma, self.space.family, margin)
+        of kernel measured (Space.family), then by weight alone."""
+        family = self.space.family if len(self.history) < self.family_trials else None
+        return self.history.pick_starts(self.rng, self.starts, self.gamma, family)
 
     def schedule_key(self, point):
         key = self._keys.get(point)

@@ -17,8 +17,7 @@ tens of measurements to get. Priced points are not measured and do not count as 
 holds as many points of each kind of kernel (`Space.family`: on a CPU, where a reduction
 accumulates and which axis its register tile vectorises) as further random draws allow, and the
 picks take the best of each kind before any second of a kind, since the model's ranking across
-kinds is rough (within a kind it is good) and a climb seldom crosses from one to another. A kind
-that a transferred start (below) already has gets no share of the pool.
+kinds is rough (within a kind it is good) and a climb seldom crosses from one to another.
 
 Transferred starts: `start_points` (points carried over from other tasks' records, see
 explore.transfer) are measured in the first warm-up batch beside the `starts` screened or random
@@ -242,14 +241,11 @@ class Search:
         return proposals
 
     def _screened_starts(self, method, count, pending):
-        """The count best of start_pool random points by the start screen's prediction, none of a kind
-        a transferred start already has; count random points without a screen or where it prices none."""
+        """The count best of start_pool random points by the start screen's prediction; count random
+        points without a screen or where it prices none."""
         if self.start_screen is None or self.start_pool <= count:
             return method.random_fresh(count, pending)
-        carried = {self.space.family(point) for point in self.start_points}
-        pool = _pool_by_family(method, self.start_pool, pending, self.space.family, carried)
-        if not pool:
-            return []   # every kind drawn has a transferred start
+        pool = _pool_by_family(method, self.start_pool, pending, self.space.family)
         started = time.perf_counter()
         predicted = self.start_screen.evaluate(self.task, self.space, [proposal.point for proposal in pool])
         self._priced = len(pool)
@@ -260,34 +256,27 @@ class Search:
         return picked or method.random_fresh(count, pending)  # a screen that prices nothing: random starts
 
 
-def _pool_by_family(method, size, pending, family, carried=frozenset()):
+def _pool_by_family(method, size, pending, family):
     """size random fresh proposals (fewer where the space runs out), as many of each kind of kernel as
     further draws allow: a rare kind (a channel-vectorised register tile is one random point in six on
     a YOLO 3 x 3 layer) gets its share of the pool, not its share of random draws. (On YOLO C4 and C6,
     the model's pick of 8 random channel tiles measured 122 GFLOPS on average; of 16, 137-144; of 32,
-    165-169.) A space with one kind draws exactly `size` points, as a plain random pool. A kind in
-    `carried` (one a transferred start already has) gives up its share, since pricing a point costs
-    about as much as building it (0.18 s a point on 2 cores for YOLO C6): so a pool large enough for
-    the layer nothing carries over to (YOLO C1: 32 points of each kind, 0.72 -> 1.14 of oneDNN with
-    seed 0 on AVX-512) costs nothing on the layers after it."""
+    165-169.) A space with one kind draws exactly `size` points, as a plain random pool."""
     pool = method.random_fresh(size, pending)
     by_kind = {}
     for proposal in pool:
         by_kind.setdefault(family(proposal.point), []).append(proposal)
     for _ in range(POOL_DRAW_ROUNDS):
         share = -(-size // max(1, len(by_kind)))
-        wanted = [proposals for kind, proposals in by_kind.items() if kind not in carried]
-        if len(by_kind) < 2 or all(len(proposals) >= share for proposals in wanted):
+        if len(by_kind) < 2 or all(len(proposals) >= share for proposals in by_kind.values()):
             break
         for proposal in method.random_fresh(size, pending):
             by_kind.setdefault(family(proposal.point), []).append(proposal)
     if len(by_kind) < 2:
-        return [] if set(by_kind) <= set(carried) else pool
-    share = -(-size // len(by_kind))
-    wanted = [proposals for kind, proposals in by_kind.items() if kind not in carried]
+        return pool
     # Round by round, one of each kind that has any left: exactly `size` where the draws allow.
-    rounds = itertools.zip_longest(*wanted)
-    return [proposal for round_ in rounds for proposal in round_ if proposal is not None][:min(size, share * len(wanted))]
+    rounds = itertools.zip_longest(*by_kind.values())
+    return [proposal for round_ in rounds for proposal in round_ if proposal is not None][:size]
 
 
 def _best_of_each_family(ranked, count, family):

@@ -110,33 +110,6 @@ def test_a_method_goes_round_the_kinds_only_in_its_first_family_trials():
     assert all(start.point != (3,) for _ in range(50) for start in method.pick_starts())
 
 
-def test_a_margin_keeps_only_the_kinds_whose_best_is_close_to_the_best_kinds():
-    history = history_with([10.0, 9.9, 8.5, 8.0, 5.0])   # kinds: 0-1 "a", 2-3 "b", 4 "c"
-    kind = lambda point: "aabbc"[point[0]]   # noqa: E731
-    rng = np.random.default_rng(0)
-    for _ in range(50):
-        kinds = [kind(start.point) for start in history.pick_starts(rng, 4, 20.0, kind, margin=0.2)]
-        assert kinds == ["a", "b", "a", "b"]   # "b" at 0.85 of the best is in, "c" at 0.5 is not
-    assert {kind(start.point) for _ in range(50) for start in history.pick_starts(rng, 3, 20.0, kind)} == \
-        {"a", "b", "c"}
-
-
-def test_after_the_rotation_a_close_kind_keeps_its_turns_until_the_margin_narrows_past_it():
-    from explore.methods import FAMILY_MARGIN, FAMILY_NARROWING, PMethod
-
-    class TwoKinds:
-        family = staticmethod(lambda point: point[0] >= 3)
-
-    history = history_with([10.0, 9.9, 9.8, 8.5])   # the second kind at 0.85 of the first
-    method = PMethod(TwoKinds(), history, np.random.default_rng(0), starts=2, family_trials=len(history))
-    assert FAMILY_MARGIN > 0.15
-    assert all((3,) in {start.point for start in method.pick_starts()} for _ in range(20))
-    # Once the margin is under 0.15 the draws are by weight alone, and 8.5 weighs exp(-3) = 0.05.
-    method.family_trials = len(history) - math.ceil(FAMILY_NARROWING * (1 - 0.14 / FAMILY_MARGIN))
-    rounds_with_it = sum((3,) in {start.point for start in method.pick_starts()} for _ in range(200))
-    assert rounds_with_it < 0.25 * 200
-
-
 def test_a_point_or_schedule_is_added_once():
     history = history_with([1.0])
     with pytest.raises(ValueError):
@@ -325,31 +298,6 @@ def test_the_screened_pool_holds_an_even_share_of_each_kind_of_kernel():
     space = space_of(GMM)
     counts = Counter(space.family(point) for point, _ in screen.priced[0])
     assert len(counts) == 3 and set(counts.values()) == {10}   # 30 random draws: 20 accumulate in memory
-
-
-def test_a_kind_a_transferred_start_already_has_gets_no_share_of_the_screened_pool():
-    from collections import Counter
-
-    from explore.search import Search
-
-    space = space_of(GMM)
-    rng = np.random.default_rng(0)
-    draws = [space.random_point(rng) for _ in range(400)]
-    memory = next(point for point in draws if space.family(point)[0][1] == "memory")
-    screen = PricingScreen()
-    Search(GMM, space, FakeEvaluator(), "q", seed=0, starts=4, start_screen=screen, start_pool=30,
-           start_points=(memory,)).run(10)
-    counts = Counter(space.family(point) for point, _ in screen.priced[0])
-    assert space.family(memory) not in counts
-    assert len(counts) == 2 and set(counts.values()) == {10}   # the other two kinds keep their 10 each
-    # A start carried over for every kind: nothing to price, and the carried-over ones are the starts.
-    one_of_each = list({space.family(point): point for point in draws}.values())
-    assert len(one_of_each) == 3
-    screen = PricingScreen()
-    outcome = Search(GMM, space, FakeEvaluator(), "q", seed=0, starts=4, start_screen=screen, start_pool=30,
-                     start_points=tuple(one_of_each)).run(10)
-    assert screen.priced == [] and outcome.priced == 0
-    assert [entry.point for entry in outcome.history.entries[:3]] == one_of_each
 
 
 def test_a_space_of_one_kind_screens_the_same_random_pool_as_before():
