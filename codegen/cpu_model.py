@@ -104,8 +104,14 @@ class Estimate:
     def bound(self):
         return max(self.segments, key=lambda s: s.seconds).bound if self.segments else "none"
 
+    @property
+    def unresolved_loops(self):
+        """Loops whose trip count the model took as 1, not knowing it: the time is then a guess from below."""
+        return sum(segment.unresolved_loops for segment in self.segments)
+
     def to_dict(self):
-        return {"seconds": self.seconds, "bound": self.bound, "segments": [asdict(s) for s in self.segments]}
+        return {"seconds": self.seconds, "bound": self.bound, "unresolved_loops": self.unresolved_loops,
+                "segments": [asdict(s) for s in self.segments]}
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ def test_fmas_are_counted_at_the_targets_vector_width(name):
     # every multiply-add of the 64^3 product is one lane of one FMA, `lanes` lanes to an FMA
     assert segment.instructions["fma"] == 64 ** 3 // lanes
     assert segment.fma_lanes == 64 ** 3
-    assert segment.unresolved_loops == 0
+    assert segment.unresolved_loops == 0 and predicted.to_dict()["unresolved_loops"] == 0
     # A, B and O (48 KiB) outgrow any L1 but stay in L2 from one call to the next
     assert segment.bytes["l1"] > 0 and segment.bytes["l2"] == 0
 

@@ -290,6 +290,31 @@ def test_first_starts_are_the_screens_best_of_each_kind_of_kernel_in_its_pool():
     assert len(outcome.history) == 10 and len(evaluator.calls) == 10  # priced points are not trials
 
 
+def test_a_price_that_left_loops_out_ranks_after_every_full_one():
+    class GuessingScreen(PricingScreen):
+        """Prices the pool's first point fastest of all, with loops it did not know left out."""
+
+        def evaluate(self, task, space, points):
+            evaluations = [Evaluation("ok", 1e-9, details={"unresolved_loops": 2}) if n == 0 else evaluation
+                           for n, evaluation in enumerate(FakeEvaluator.evaluate(self, task, space, points))]
+            self.priced.append(list(zip(points, evaluations)))
+            return evaluations
+
+    screen = GuessingScreen()
+    outcome, _ = search_with_screen(screen)
+    guessed = screen.priced[0][0][0]
+    assert guessed not in [entry.point for entry in outcome.history.entries[:4]]
+
+    # Priced in full, the same point would be the first start.
+    class FullScreen(GuessingScreen):
+        def evaluate(self, task, space, points):
+            evaluations = super().evaluate(task, space, points)
+            return [Evaluation("ok", e.seconds) for e in evaluations]
+
+    outcome, _ = search_with_screen(FullScreen())
+    assert outcome.history.entries[0].point == guessed
+
+
 def test_the_screened_pool_holds_an_even_share_of_each_kind_of_kernel():
     from collections import Counter
 
