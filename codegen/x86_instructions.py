@@ -4,6 +4,7 @@ the loads and stores it makes with their bytes (AT&T syntax, as LLVM prints it).
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -53,6 +54,9 @@ def _element_bits(mnemonic):
     return 64 if mnemonic.rstrip("xyz").endswith(("pd", "sd", "q")) else 32
 
 
+# The model asks each instruction's cost several times (its block's pipes, its dependence chains,
+# its loads and stores), and a kernel repeats the same instruction text across unrolled tiles.
+@functools.lru_cache(maxsize=1 << 16)
 def classify(instruction):
     """The Cost of one instruction."""
     mnemonic = instruction.mnemonic
