@@ -194,7 +194,7 @@ def main():
                         help="random: distinct random points; q/p: explore's Q- or P-method")
     parser.add_argument("--start-pool", type=int, default=0, metavar="N",
                         help="q/p: price N random points with the static CPU model and start from its best "
-                             "(0: random starts)")
+                             "(0: random starts; a quarter of N where starts carried over)")
     parser.add_argument("--records", metavar="FILE",
                         help="log every case's evaluated points to this new record file")
     parser.add_argument("--transfer", action="store_true",

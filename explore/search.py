@@ -13,7 +13,8 @@ Model-screened starts: with `start_screen` (an evaluator that predicts, such as 
 model) and `start_pool`, the first warm-up batch is the `starts` best of `start_pool` random
 points as the model ranks them, not `starts` random ones: on the 1x1 YOLO layers the model's pick
 of 64 ran 3-10x faster than a random point, so the climb starts where a random search would need
-tens of measurements to get. Priced points are not measured and do not count as trials. The pool
+tens of measurements to get. Priced points are not measured and do not count as trials. A search
+with transferred starts (below) prices only a quarter of the pool (CARRIED_POOL_SHARE). The pool
 holds as many points of each kind of kernel (`Space.family`: on a CPU, where a reduction
 accumulates and which axis its register tile vectorises) as further random draws allow, and the
 picks take the best of each kind before any second of a kind, since the model's ranking across
@@ -53,6 +54,12 @@ logger = logging.getLogger("flexsched.explore.search")
 
 # Rounds of `start_pool` further random draws to fill each kind's share of a model-screened pool.
 POOL_DRAW_ROUNDS = 8
+# A search with starts carried over prices this share of `start_pool`: those starts already give
+# their kinds a point the layers before climbed, while a search nothing carries over to has only the
+# pool. (YOLO C1, the first 3 x 3 layer, ended in a channel-vectorised tile in 4 of 5 runs with a
+# pool of 128, in 0 of 4 with 32 and seed 0, and that kind is its fast one; every layer with 128
+# cost the slowest ones 15-20 s each.)
+CARRIED_POOL_SHARE = 4
 # A shared record file's verdicts on a proposal, besides a recorded Evaluation to reuse.
 EVALUATE = "evaluate"  # claimed by this run: evaluate it here
 WAIT = "wait"          # another run is evaluating it
@@ -243,9 +250,10 @@ class Search:
     def _screened_starts(self, method, count, pending):
         """The count best of start_pool random points by the start screen's prediction; count random
         points without a screen or where it prices none."""
-        if self.start_screen is None or self.start_pool <= count:
+        size = self.start_pool // CARRIED_POOL_SHARE if self._transferred else self.start_pool
+        if self.start_screen is None or size <= count:
             return method.random_fresh(count, pending)
-        pool = _pool_by_family(method, self.start_pool, pending, self.space.family)
+        pool = _pool_by_family(method, size, pending, self.space.family)
         started = time.perf_counter()
         predicted = self.start_screen.evaluate(self.task, self.space, [proposal.point for proposal in pool])
         self._priced = len(pool)

@@ -77,7 +77,8 @@ def _build_parser():
     tune.add_argument("--starts", type=_at_least(1), default=4, help="start points per round (default 4)")
     tune.add_argument("--start-pool", type=_at_least(0), default=0, metavar="N",
                       help="price N random points with the target's static model and measure its best first, as "
-                           "the first starts (default 0: random starts; 64 lifted the 1x1 YOLO layers' starts 3-10x)")
+                           "the first starts (default 0: random starts; 64 lifted the 1x1 YOLO layers' starts 3-10x); a "
+                           "quarter of N where starts carried over (--transfer-from)")
     tune.add_argument("--transfer-from", metavar="FILE",
                       help="a record file of other tasks (other layers of the network): their best configs of each kind "
                            "of kernel, moved to this task's space, are measured among the first starts; may be the "

@@ -351,6 +351,21 @@ def test_a_kind_the_screen_ranks_last_still_gets_a_start():
     assert [p.point for p in _best_of_each_family(ranked, 3, lambda point: ())] == [(0,), (1,), (2,)]
 
 
+def test_a_search_with_carried_over_starts_prices_a_share_of_the_pool():
+    from explore.search import Search
+
+    space = space_of(GMM)
+    carried = space.random_point(np.random.default_rng(3))
+    for start_points, priced in (((), 64), ((carried,), 16)):
+        screen = PricingScreen()
+        search = Search(GMM, space, FakeEvaluator(), "q", seed=0, starts=4, start_screen=screen, start_pool=64,
+                        start_points=start_points)
+        outcome = search.run(10)
+        assert outcome.priced == len(screen.priced[0]) == priced
+        assert outcome.transferred == len(start_points)
+        assert [entry.point for entry in outcome.history.entries[:len(start_points)]] == list(start_points)
+
+
 def test_a_screen_that_prices_nothing_leaves_random_starts():
     outcome, evaluator = search_with_screen(PricingScreen(price_nothing=True))
     assert outcome.priced == 32 and outcome.history.num_ok > 0
