@@ -164,9 +164,9 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     the finalists and the kernel stay here. start_pool: price this many random points with the target
     kind's static model (one worker per core) and measure its best-ranked first, as the search's
     first starts (explore.search), a quarter as many where starts carried over; 0: the first starts
-    are random. transfer_from: a record file whose
-    other tasks' best configs (same target, same knobs) are moved to this space and measured among
-    the first starts (explore.transfer); it may be `log` itself, one file for a whole network.
+    are random. transfer_from: a record file whose other tasks' best configs (same target, same
+    knobs) are moved to this space and measured among the first starts (explore.transfer); it may be
+    `log` itself, one file for a whole network.
     """
     task = _task_of(task)
     target = get_target(target)

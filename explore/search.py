@@ -56,9 +56,8 @@ logger = logging.getLogger("flexsched.explore.search")
 POOL_DRAW_ROUNDS = 8
 # A search with starts carried over prices this share of `start_pool`: those starts already give
 # their kinds a point the layers before climbed, while a search nothing carries over to has only the
-# pool. (YOLO C1, the first 3 x 3 layer, ended in a channel-vectorised tile in 4 of 5 runs with a
-# pool of 128, in 0 of 4 with 32 and seed 0, and that kind is its fast one; every layer with 128
-# cost the slowest ones 15-20 s each.)
+# pool. (YOLO C1, the first 3 x 3 layer, ended in its fast kind, a channel-vectorised tile, in 6 of
+# 8 runs with a pool of 128, in 0 of 4 with 32 and seed 0; the 96 more points cost it about 25 s.)
 CARRIED_POOL_SHARE = 4
 # A shared record file's verdicts on a proposal, besides a recorded Evaluation to reuse.
 EVALUATE = "evaluate"  # claimed by this run: evaluate it here
@@ -221,7 +220,7 @@ class Search:
             pending, proposals = set(), []
             if not history.entries:
                 proposals = self._transferred_starts(method, pending)
-                proposals += self._screened_starts(method, count, pending)
+                proposals += self._screened_starts(method, count, pending, carried=bool(proposals))
             else:
                 proposals = method.random_fresh(count, pending)
             if not proposals:
@@ -247,10 +246,11 @@ class Search:
         self._transferred = len(proposals)
         return proposals
 
-    def _screened_starts(self, method, count, pending):
-        """The count best of start_pool random points by the start screen's prediction; count random
-        points without a screen or where it prices none."""
-        size = self.start_pool // CARRIED_POOL_SHARE if self._transferred else self.start_pool
+    def _screened_starts(self, method, count, pending, carried):
+        """The count best of start_pool random points (a CARRIED_POOL_SHARE of them where starts were
+        `carried` over) by the start screen's prediction; count random points without a screen or
+        where it prices none."""
+        size = self.start_pool // CARRIED_POOL_SHARE if carried else self.start_pool
         if self.start_screen is None or size <= count:
             return method.random_fresh(count, pending)
         pool = _pool_by_family(method, size, pending, self.space.family)
