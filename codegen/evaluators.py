@@ -22,13 +22,15 @@ class MeasureEvaluator(Evaluator):
     be computed in the worker's time or memory is an ExplorationError at its first evaluation.
     A candidate whose checked run takes slow_factor times the task's best so far is timed by that
     run alone (codegen.measure.Measurer); math.inf times every candidate in full. With builders > 1,
-    a search's points come in batches of two per builder, built side by side and then timed one by one."""
+    a search's points come in batches of two per builder, built side by side and then timed one by one.
+    With paired (the default), each candidate is timed in repeats alternating with the task's fastest
+    kernel so far, and its time is relative to that kernel's (codegen.measure.Yardstick)."""
 
     name = "measure"
 
     def __init__(self, target="llvm", timeout_s=60.0, warmup=1, repeats=3, min_run_seconds=0.01, seed=0,
                  memory_limit_bytes=None, runner=None, slow_run_seconds=math.inf, reference_timeout_s=None,
-                 slow_factor=DEFAULT_SLOW_FACTOR, builders=1):
+                 slow_factor=DEFAULT_SLOW_FACTOR, builders=1, paired=True):
         from .measure import DEFAULT_REFERENCE_TIMEOUT_S, DEFAULT_RUNNER, Measurer
 
         self.target = get_target(target)
@@ -38,7 +40,7 @@ class MeasureEvaluator(Evaluator):
                                   memory_limit_bytes=memory_limit_bytes, runner=runner or DEFAULT_RUNNER,
                                   slow_run_seconds=slow_run_seconds, kinds=(self.target.kind,),
                                   reference_timeout_s=reference_timeout_s or DEFAULT_REFERENCE_TIMEOUT_S,
-                                  slow_factor=slow_factor, builders=builders)
+                                  slow_factor=slow_factor, builders=builders, paired=paired)
         self.batch_size = batch_size_for(self._measurer.builders)
 
     def check(self, task):

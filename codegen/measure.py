@@ -115,11 +115,16 @@ class MeasureSettings:
     # its time, and the search moves on sooner.
     slow_run_seconds: float = math.inf
     reference_dir: str = ""   # where the Measurer files each task's reference ("": evaluate it here)
+    # Time each repeat of a candidate beside one of its task's fastest kernel so far (the yardstick).
+    paired: bool = False
 
 
 @dataclass(frozen=True)
 class MeasureResult:
     """The outcome of one candidate; seconds is the median time per kernel run (inf unless ok).
+    Timed against a yardstick (yardstick_seconds > 0), each repeat's time is the candidate's over the
+    yardstick's in that repeat, times yardstick_seconds: times on the scale of the task's first
+    candidate timed in this worker.
 
     compile_seconds is the whole build; the *_seconds after `number` say where a candidate's time
     went, phase by phase (0 where a phase did not run, and in records written before they existed)."""
@@ -140,6 +145,7 @@ class MeasureResult:
     timing_seconds: float = 0.0        # warm-up, calibration and the timed repeats
     wall_seconds: float = 0.0          # the whole candidate as the Measurer saw it, worker round trip included
     kernel_cache: str = ""             # where the machine code came from: "" (compiled), "memory" or "disk"
+    yardstick_seconds: float = 0.0     # the yardstick's time its repeats were scaled by (0: timed alone)
 
     @property
     def ok(self):
@@ -189,12 +195,16 @@ class Measurer:
     A candidate whose checked run takes slow_run_seconds or longer, or slow_factor times the
     fastest time measured so far for its task and target, is timed by that run alone: a core's
     speed changes by up to 1.7x, so a run 3 times the best is of a kernel at least 1.7 times
-    slower, which no search keeps, and timing it precisely would cost as much as a good one."""
+    slower, which no search keeps, and timing it precisely would cost as much as a good one.
+
+    With paired, each candidate's repeats alternate with repeats of its task's fastest kernel so far
+    (codegen.measure.Yardstick), and its time is taken relative to that kernel's: a search compares
+    candidates timed minutes apart, through phases of the core's speed."""
 
     def __init__(self, timeout_s=60.0, warmup=1, repeats=5, min_run_seconds=0.01, seed=0,
                  memory_limit_bytes=None, runner=DEFAULT_RUNNER, slow_run_seconds=math.inf, kinds=("cpu",),
                  reference_timeout_s=DEFAULT_REFERENCE_TIMEOUT_S, reference_writer=DEFAULT_REFERENCE_WRITER,
-                 slow_factor=math.inf, builders=1, builder=BUILDER):
+                 slow_factor=math.inf, builders=1, builder=BUILDER, paired=False):
         if timeout_s <= 0 or reference_timeout_s <= 0 or warmup < 0 or repeats < 1 or min_run_seconds < 0 \
                 or not slow_factor >= 1:
             raise ValueError("need timeout_s > 0, reference_timeout_s > 0, warmup >= 0, repeats >= 1, "
@@ -206,7 +216,7 @@ class Measurer:
         self.reference_timeout_s = float(reference_timeout_s)
         self.runner = runner
         self.reference_writer = reference_writer   # 'module:function' that computes and files a reference
-        self.settings = MeasureSettings(warmup, repeats, min_run_seconds, seed, slow_run_seconds)
+        self.settings = MeasureSettings(warmup, repeats, min_run_seconds, seed, slow_run_seconds, paired=paired)
         self.slow_factor = float(slow_factor)
         self._fastest = {}           # (task, target) -> the fastest seconds measured so far
         # The worker starts on the first candidate, so creating a Measurer costs nothing.
@@ -365,7 +375,7 @@ def run_candidate(measure_input, settings):
                                      time.perf_counter() - started).to_dict()
     compile_seconds = time.perf_counter() - started
     path = reference_file(settings, measure_input.task_ref_json)
-    return check_and_time(task, kernel, settings, compile_seconds, path).to_dict()
+    return check_and_time(task, kernel, settings, compile_seconds, path, _workload(measure_input)).to_dict()
 
 
 def build_candidate(measure_input):
@@ -406,12 +416,13 @@ def run_prebuilt(measure_input, settings, lowered, artifact, phases):
     kernel.lower_seconds = phases["lower_seconds"]
     kernel.compile_report = replace(report, machine_code_seconds=report.machine_code_seconds + loading)
     path = reference_file(settings, measure_input.task_ref_json)
-    return check_and_time(task, kernel, settings, phases["build_seconds"] + loading, path).to_dict()
+    return check_and_time(task, kernel, settings, phases["build_seconds"] + loading, path,
+                          _workload(measure_input)).to_dict()
 
 
-def check_and_time(task, kernel, settings, compile_seconds, reference_path=""):
+def check_and_time(task, kernel, settings, compile_seconds, reference_path="", workload=None):
     """A wrong answer is a failure, never a time: check first, then time (on the same arrays, in
-    the kernel's memory)."""
+    the kernel's memory); with settings.paired, against the workload's yardstick (see Yardstick)."""
     phases = build_phases(kernel)
     inputs, references = reference_for(task, settings.seed, reference_path)
     backend = kernel.backend
@@ -430,13 +441,17 @@ def check_and_time(task, kernel, settings, compile_seconds, reference_path=""):
     if mismatch:
         return MeasureResult.failure("wrong_answer", mismatch, compile_seconds, **phases)
     timing = time.perf_counter()
+    yardstick = _yardsticks.get(workload) if settings.paired else None
     try:
-        per_run, number = time_kernel(kernel, arrays, settings, first_run_seconds)
+        per_run, number = time_kernel(kernel, arrays, settings, first_run_seconds, yardstick)
     except Exception as err:  # noqa: BLE001
         return MeasureResult.failure("runtime_error", describe_exception(err), compile_seconds, **phases)
     phases["timing_seconds"] = time.perf_counter() - timing
-    return MeasureResult("ok", statistics.median(per_run), min(per_run), max(per_run), len(per_run),
-                         compile_seconds, "", number, **phases)
+    seconds = statistics.median(per_run)
+    if settings.paired and len(per_run) == settings.repeats and (yardstick is None or seconds < yardstick.seconds):
+        _keep_yardstick(workload, Yardstick(kernel, arrays, number, seconds), task)
+    return MeasureResult("ok", seconds, min(per_run), max(per_run), len(per_run), compile_seconds, "", number,
+                         yardstick_seconds=yardstick.seconds if yardstick else 0.0, **phases)
 
 
 def reference_file(settings, task_ref_json):
@@ -488,9 +503,11 @@ def _remember(key, reference):
     return reference
 
 
-def time_kernel(kernel, arrays, settings, first_run_seconds):
+def time_kernel(kernel, arrays, settings, first_run_seconds, yardstick=None):
     """Per-run seconds of each repeat, and the runs per repeat chosen so a repeat lasts at least
-    min_run_seconds.
+    min_run_seconds; with a yardstick, each repeat is followed by one of the yardstick's and its
+    seconds are the candidate's over the yardstick's, times yardstick.seconds, and a candidate whose
+    first repeat is CLEARLY_SLOWER than the yardstick is timed by that repeat alone.
 
     The checked run is the first warm-up run, and its time (or the fastest of the warm-up runs)
     sets the runs per repeat; a first repeat that still falls short of min_run_seconds is
@@ -513,7 +530,9 @@ def time_kernel(kernel, arrays, settings, first_run_seconds):
             if not per_run and needed > number:   # the warm-up runs were slower than the kernel is
                 number = needed
                 continue
-            per_run.append(seconds)
+            per_run.append(seconds * yardstick.seconds / yardstick.time_repeat() if yardstick else seconds)
+            if yardstick and per_run[-1] > CLEARLY_SLOWER * yardstick.seconds:
+                break
         return per_run, number
     finally:
         if gc_was_enabled:
@@ -529,6 +548,53 @@ def runs_per_repeat(run_seconds, min_run_seconds):
 
 def _time_repeat(kernel, arrays, number):
     return kernel.backend.time_runs(lambda: kernel(*arrays), number)
+
+
+# ---------------------------------------------------------------- the yardstick
+
+# Tasks whose arrays take more than this are timed alone: a yardstick keeps a second set alive.
+YARDSTICK_MAX_BYTES = 256 * 2**20
+YARDSTICKS_KEPT = 2
+# A candidate this many times slower than the yardstick in one paired repeat is timed by it alone: a
+# paired repeat is within about 10% (unlike one timed alone), so such a candidate cannot be the best.
+CLEARLY_SLOWER = 1.5
+_yardsticks = OrderedDict()   # (task ref, target) JSON -> Yardstick, in this worker
+
+
+@dataclass(frozen=True)
+class Yardstick:
+    """The fastest kernel of a task timed in this worker so far, on its arrays. A core's speed
+    changes for seconds at a time, so a candidate timed alone can look 1.6x slower than it is;
+    each of its repeats is paired with one of the yardstick's, which a slow phase slows alike.
+    (YOLO C1, two kernels timed the search's way 60 times over a minute: their ratio from separate
+    timings spread 0.92-1.21 between the 10th and 90th percentiles, from three paired repeats 0.98-1.04.)"""
+
+    kernel: object
+    arrays: list
+    number: int      # runs per repeat
+    seconds: float   # per run, on the task's scale: the first yardstick's own median time
+
+    def time_repeat(self):
+        return _time_repeat(self.kernel, self.arrays, self.number)
+
+
+def _workload(measure_input):
+    return measure_input.task_ref_json, measure_input.target_json
+
+
+def _keep_yardstick(workload, yardstick, task):
+    """Make yardstick the workload's (the least recently used other is dropped past YARDSTICKS_KEPT)."""
+    if workload is None or task_bytes(task) > YARDSTICK_MAX_BYTES:
+        return
+    _yardsticks[workload] = yardstick
+    _yardsticks.move_to_end(workload)
+    while len(_yardsticks) > YARDSTICKS_KEPT:
+        _yardsticks.popitem(last=False)
+
+
+def task_bytes(task):
+    """Bytes of a task's inputs and outputs."""
+    return sum(math.prod(tensor.shape) * np.dtype(tensor.dtype).itemsize for tensor in (*task.inputs, *task.outputs))
 
 
 # ---------------------------------------------------------------- correctness

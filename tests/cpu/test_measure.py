@@ -317,3 +317,18 @@ def test_a_reference_out_of_memory_is_one_error_naming_the_task_and_the_cap():
     assert message.startswith("the reference outputs of GMM(30000, 30000, 30000) (seed 0) could not be computed: "
                               "MemoryError")
     assert message.endswith("(the worker's memory is capped at 4 GiB)") and "\n" not in message
+
+
+def test_a_paired_measurer_times_each_candidate_against_the_fastest_so_far():
+    with Measurer(timeout_s=60, paired=True, **SETTINGS) as paired:
+        first, second, third = (paired.measure([split(GOOD_TASK)])[0] for _ in range(3))
+    for result in (first, second, third):
+        assert result.ok, result.error
+    assert first.yardstick_seconds == 0.0           # the task's first candidate sets the scale
+    assert second.yardstick_seconds == first.seconds
+    assert third.yardstick_seconds == min(first.seconds, second.seconds)
+
+
+def test_an_unpaired_measurer_times_each_candidate_alone(measurer):
+    results = measurer.measure([split(GOOD_TASK), split(GOOD_TASK)])
+    assert [result.yardstick_seconds for result in results] == [0.0, 0.0]

@@ -1,9 +1,12 @@
-"""How the measurement worker times a checked kernel: the runs it makes and which it counts (a
-scripted clock stands in for the kernel, so nothing here depends on this machine's speed)."""
+"""How the measurement worker times a checked kernel: the runs it makes and which it counts, alone
+and paired with a yardstick (a scripted clock stands in for the kernels, so nothing here depends on
+this machine's speed)."""
 
 import math
 
-from codegen.measure import MeasureSettings, time_kernel
+import pytest
+
+from codegen.measure import CLEARLY_SLOWER, MeasureSettings, time_kernel
 
 
 class ScriptedBackend:
@@ -54,3 +57,37 @@ def test_a_slow_candidate_is_timed_by_its_checked_run_alone():
     kernel = ScriptedKernel([0.4])
     per_run, number = time_kernel(kernel, [], settings(slow_run_seconds=0.5), first_run_seconds=0.6)
     assert kernel.backend.calls == [] and per_run == [0.6] and number == 1
+
+
+class ScriptedYardstick:
+    """A yardstick whose repeats take scripted seconds (seconds: its time on the task's scale)."""
+
+    def __init__(self, per_repeat, seconds):
+        self.per_repeat = list(per_repeat)
+        self.seconds = seconds
+        self.repeats = 0
+
+    def time_repeat(self):
+        self.repeats += 1
+        return self.per_repeat.pop(0) if len(self.per_repeat) > 1 else self.per_repeat[0]
+
+
+def test_a_paired_repeat_is_the_candidates_time_over_the_yardsticks():
+    kernel = ScriptedKernel([0.004])
+    yardstick = ScriptedYardstick([0.005], seconds=0.003)   # the candidate takes 0.8 of the yardstick's time
+    per_run, number = time_kernel(kernel, [], settings(), first_run_seconds=0.004, yardstick=yardstick)
+    assert per_run == [pytest.approx(0.0024)] * 3 and yardstick.repeats == 3 and number == 5
+
+
+def test_a_slow_phase_that_slows_both_leaves_the_paired_time_as_it_was():
+    kernel = ScriptedKernel([0.004, 0.008, 0.004])         # the core runs at half speed in the second repeat
+    yardstick = ScriptedYardstick([0.005, 0.010, 0.005], seconds=0.005)
+    per_run, _ = time_kernel(kernel, [], settings(), first_run_seconds=0.004, yardstick=yardstick)
+    assert per_run == [pytest.approx(0.004)] * 3
+
+
+def test_a_candidate_clearly_slower_than_the_yardstick_is_timed_by_one_paired_repeat():
+    kernel = ScriptedKernel([0.004])
+    yardstick = ScriptedYardstick([0.002], seconds=0.002)   # the candidate takes twice as long
+    per_run, _ = time_kernel(kernel, [], settings(), first_run_seconds=0.004, yardstick=yardstick)
+    assert per_run == [pytest.approx(0.004)] and yardstick.repeats == 1 and 2.0 > CLEARLY_SLOWER
