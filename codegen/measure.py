@@ -556,9 +556,9 @@ def _time_repeat(kernel, arrays, number):
 YARDSTICK_MAX_BYTES = 256 * 2**20
 YARDSTICKS_KEPT = 2
 # A candidate this many times slower than the yardstick in its first paired repeat is timed by that
-# repeat alone: it is not the best, and only a best needs the precision of three. (YOLO C1, 60 paired
-# repeats of two kernels: the ratio of one repeat was within 0.91-1.10 of the median, between the
-# 10th and 90th percentiles 0.95-1.10 against the three-repeat median's 0.95-1.06.)
+# repeat alone: it is not the best, and only a best needs the precision of three. (YOLO C1, two
+# kernels, 60 samples: one paired repeat's ratio was 0.95-1.10 of the median between the 10th and
+# 90th percentiles, 0.89-1.16 at the extremes; the median of three 0.95-1.06 and 0.85-1.15.)
 CLEARLY_SLOWER = 1.1
 _yardsticks = OrderedDict()   # (task ref, target) JSON -> Yardstick, in this worker
 
@@ -568,8 +568,9 @@ class Yardstick:
     """The fastest kernel of a task timed in this worker so far, on its arrays. A core's speed
     changes for seconds at a time, so a candidate timed alone can look 1.6x slower than it is;
     each of its repeats is paired with one of the yardstick's, which a slow phase slows alike.
-    (YOLO C1, two kernels timed the search's way 60 times over a minute: their ratio from separate
-    timings spread 0.92-1.21 between the 10th and 90th percentiles, from three paired repeats 0.98-1.04.)"""
+    (YOLO C1, two kernels timed the search's way 60 times over a minute, twice: their ratio from
+    separate timings spread 0.92-1.21 and 0.94-1.13 between the 10th and 90th percentiles, from three
+    paired repeats 0.98-1.04 and 0.95-1.06.)"""
 
     kernel: object
     arrays: list
