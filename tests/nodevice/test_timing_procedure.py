@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from codegen.measure import CLEARLY_SLOWER, MeasureSettings, time_kernel
+from codegen.measure import CLEARLY_SLOWER, MeasureSettings, settle_yardstick, time_kernel
 
 
 class ScriptedBackend:
@@ -91,3 +91,28 @@ def test_a_candidate_clearly_slower_than_the_yardstick_is_timed_by_one_paired_re
     yardstick = ScriptedYardstick([0.0032], seconds=0.002)   # the candidate takes 1.25 times as long
     per_run, _ = time_kernel(kernel, [], settings(), first_run_seconds=0.004, yardstick=yardstick)
     assert per_run == [pytest.approx(0.0025)] and yardstick.repeats == 1 and 1.25 > CLEARLY_SLOWER
+
+
+def test_the_first_candidate_becomes_the_yardstick_at_its_own_time():
+    per_run, crowned = settle_yardstick("kernel", [], 5, [0.004, 0.003, 0.005], None)
+    assert per_run == [0.004, 0.003, 0.005] and crowned.seconds == 0.004 and crowned.number == 5
+
+
+def test_a_faster_candidate_becomes_the_yardstick_at_the_time_of_fresh_pairs():
+    kernel = ScriptedKernel([0.0016])           # fresh pairs: 0.8 of the yardstick's repeat, so 0.0024
+    yardstick = ScriptedYardstick([0.002], seconds=0.003)
+    per_run, crowned = settle_yardstick(kernel, [], 5, [0.002] * 3, yardstick)
+    assert per_run == [pytest.approx(0.0024)] * 3 and crowned.seconds == pytest.approx(0.0024)
+
+
+def test_a_candidate_faster_by_luck_alone_leaves_the_yardstick_and_keeps_every_pair():
+    kernel = ScriptedKernel([0.002])            # fresh pairs: as fast as the yardstick
+    yardstick = ScriptedYardstick([0.002], seconds=0.003)
+    per_run, crowned = settle_yardstick(kernel, [], 5, [0.0025] * 3, yardstick)
+    assert crowned is None and per_run == [0.0025] * 3 + [pytest.approx(0.003)] * 3
+
+
+def test_a_candidate_slower_than_the_yardstick_is_not_timed_again():
+    yardstick = ScriptedYardstick([0.002], seconds=0.003)
+    per_run, crowned = settle_yardstick(ScriptedKernel([0.001]), [], 5, [0.0031] * 3, yardstick)
+    assert crowned is None and per_run == [0.0031] * 3 and yardstick.repeats == 0
