@@ -526,7 +526,7 @@ def time_kernel(kernel, arrays, settings, first_run_seconds, yardstick=None):
     try:
         per_run = []
         while len(per_run) < settings.repeats:
-            seconds, scaled = _paired_repeat(kernel, arrays, number, yardstick, len(per_run))
+            seconds, scaled = _paired_repeat(kernel, arrays, number, yardstick)
             needed = runs_per_repeat(seconds, settings.min_run_seconds)
             if not per_run and needed > number:   # the warm-up runs were slower than the kernel is
                 number = needed
@@ -540,19 +540,19 @@ def time_kernel(kernel, arrays, settings, first_run_seconds, yardstick=None):
             gc.enable()
 
 
-def _paired_repeat(kernel, arrays, number, yardstick, index):
-    """(the candidate's seconds per run in one repeat, the same on the yardstick's scale), the
-    yardstick's repeat after the candidate's in even pairs and before it in odd ones, so that the
-    caches each finds left by the other even out; (seconds, seconds) without a yardstick."""
+def _paired_repeat(kernel, arrays, number, yardstick):
+    """(the candidate's seconds per run in one repeat, the same on the yardstick's scale);
+    (seconds, seconds) without a yardstick.
+
+    The yardstick's repeat comes first, so each kernel starts its repeat on the caches the other
+    left: a candidate timed straight after its checked run starts warm and a yardstick after it
+    cold, and with the candidate first a search's yardsticks drifted 2-3x below the kernels' true
+    times, each crowned on ratios a few percent low."""
     if yardstick is None:
         seconds = _time_repeat(kernel, arrays, number)
         return seconds, seconds
-    if index % 2:
-        against = yardstick.time_repeat()
-        seconds = _time_repeat(kernel, arrays, number)
-    else:
-        seconds = _time_repeat(kernel, arrays, number)
-        against = yardstick.time_repeat()
+    against = yardstick.time_repeat()
+    seconds = _time_repeat(kernel, arrays, number)
     return seconds, seconds * yardstick.seconds / against
 
 
@@ -572,6 +572,7 @@ def _time_repeat(kernel, arrays, number):
 # Tasks whose arrays take more than this are timed alone: a yardstick keeps a second set alive.
 YARDSTICK_MAX_BYTES = 256 * 2**20
 YARDSTICKS_KEPT = 2
+YARDSTICK_SAMPLES = 64   # the latest repeats a yardstick's time is taken from
 # A candidate this many times slower than the yardstick in its first paired repeat is timed by that
 # repeat alone: it is not the best, and only a best needs the precision of three. (YOLO C1, two
 # kernels, 60 samples: one paired repeat's ratio was 0.95-1.10 of the median between the 10th and
@@ -580,48 +581,55 @@ CLEARLY_SLOWER = 1.1
 _yardsticks = OrderedDict()   # (task ref, target) JSON -> Yardstick, in this worker
 
 
-@dataclass(frozen=True)
+@dataclass
 class Yardstick:
-    """The fastest kernel of a task timed in this worker so far, on its arrays. A core's speed
-    changes for seconds at a time, so a candidate timed alone can look 1.6x slower than it is;
-    each of its repeats is paired with one of the yardstick's, which a slow phase slows alike.
-    (YOLO C1, two kernels timed the search's way 60 times over a minute, twice: their ratio from
-    separate timings spread 0.92-1.21 and 0.94-1.13 between the 10th and 90th percentiles, from three
-    paired repeats 0.98-1.04 and 0.95-1.06.)"""
+    """A task's fastest kernel timed in this worker so far, on its arrays, and its own repeats' times.
+
+    A core's speed changes for seconds at a time, so a candidate timed alone can look 1.6x slower
+    than it is; each of its repeats is paired with one of the yardstick's, which a slow phase slows
+    alike, and its time is the ratio times the yardstick's. (YOLO C1, two kernels timed the search's
+    way 60 times over a minute, twice: their ratio from separate timings spread 0.92-1.21 and
+    0.94-1.13 between the 10th and 90th percentiles, from three paired repeats 0.98-1.04 and
+    0.95-1.06.) The yardstick's time is the lower quartile of its own repeats so far, so the phases
+    its pairs met average out, and no time is taken from another kernel's: with each yardstick's time
+    the ratio to the one before times that one's, a search's yardsticks drifted 2-3x below the
+    kernels' true times over 200 YOLO candidates, each crowned on a ratio a few percent low."""
 
     kernel: object
     arrays: list
-    number: int      # runs per repeat
-    seconds: float   # per run, on the task's scale (the first yardstick's own median time)
+    number: int        # runs per repeat
+    samples: list      # seconds per run of each of its repeats, timed alone or paired
+
+    @property
+    def seconds(self):
+        return sorted(self.samples)[(len(self.samples) - 1) // 4]
 
     def time_repeat(self):
-        return _time_repeat(self.kernel, self.arrays, self.number)
+        seconds = _time_repeat(self.kernel, self.arrays, self.number)
+        self.samples.append(seconds)
+        del self.samples[:-YARDSTICK_SAMPLES]
+        return seconds
 
 
 def settle_yardstick(kernel, arrays, number, per_run, yardstick):
-    """(the candidate's per-run seconds, the Yardstick it becomes or None) after a full paired timing.
+    """(the candidate's per-run seconds, the Yardstick it becomes or None) after a full timing:
+    per_run, times alone without a yardstick, paired with one otherwise.
 
-    The task's first candidate becomes the yardstick at its own time. One that timed faster than
-    the yardstick is timed again in as many fresh pairs, and becomes the yardstick only if those
-    agree, at their median: the fastest of hundreds of noisy times is low by luck, and each
-    yardstick's time scales every later one, so a lucky one would carry its error to the rest of
-    the search (crowned on the times that picked them, a search's yardsticks drifted 2-3x below
-    the kernels' true times over 200 YOLO candidates)."""
+    The task's first candidate becomes the yardstick with its own times. One that timed faster than
+    the yardstick is timed again in as many fresh pairs, which give its time and its first times as
+    the yardstick: the times that picked it are low by luck (the fastest of hundreds of noisy times)."""
     if yardstick is None:
-        return per_run, Yardstick(kernel, arrays, number, statistics.median(per_run))
+        return per_run, Yardstick(kernel, arrays, number, list(per_run))
     if statistics.median(per_run) >= yardstick.seconds:
         return per_run, None
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        fresh = [_paired_repeat(kernel, arrays, number, yardstick, index)[1] for index in range(len(per_run))]
+        fresh = [_paired_repeat(kernel, arrays, number, yardstick) for _ in per_run]
     finally:
         if gc_was_enabled:
             gc.enable()
-    confirmed = statistics.median(fresh)
-    if confirmed < yardstick.seconds:
-        return fresh, Yardstick(kernel, arrays, number, confirmed)
-    return per_run + fresh, None
+    return [scaled for _, scaled in fresh], Yardstick(kernel, arrays, number, [alone for alone, _ in fresh])
 
 
 def _workload(measure_input):

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from codegen.measure import CLEARLY_SLOWER, MeasureSettings, settle_yardstick, time_kernel
+from codegen.measure import CLEARLY_SLOWER, MeasureSettings, Yardstick, settle_yardstick, time_kernel
 
 
 class ScriptedBackend:
@@ -93,23 +93,30 @@ def test_a_candidate_clearly_slower_than_the_yardstick_is_timed_by_one_paired_re
     assert per_run == [pytest.approx(0.0025)] and yardstick.repeats == 1 and 1.25 > CLEARLY_SLOWER
 
 
-def test_the_first_candidate_becomes_the_yardstick_at_its_own_time():
+def test_the_first_candidate_becomes_the_yardstick_with_its_own_times():
     per_run, crowned = settle_yardstick("kernel", [], 5, [0.004, 0.003, 0.005], None)
-    assert per_run == [0.004, 0.003, 0.005] and crowned.seconds == 0.004 and crowned.number == 5
+    assert per_run == [0.004, 0.003, 0.005] and crowned.samples == [0.004, 0.003, 0.005] and crowned.number == 5
 
 
-def test_a_faster_candidate_becomes_the_yardstick_at_the_time_of_fresh_pairs():
-    kernel = ScriptedKernel([0.0016])           # fresh pairs: 0.8 of the yardstick's repeat, so 0.0024
+def test_a_yardsticks_time_is_the_lower_quartile_of_its_repeats():
+    yardstick = Yardstick(ScriptedKernel([0.009]), [], 1, [0.004, 0.003, 0.005, 0.010])
+    assert yardstick.seconds == 0.003                         # three of four: the slowest phase does not count
+    assert yardstick.time_repeat() == 0.009 and yardstick.samples[-1] == 0.009
+    assert Yardstick("kernel", [], 1, [0.002] * 5 + [0.009] * 4).seconds == 0.002
+
+
+def test_a_faster_candidate_is_timed_by_fresh_pairs_and_becomes_the_yardstick_with_their_times():
+    kernel = ScriptedKernel([0.0016])           # fresh pairs: 0.8 of the yardstick's repeat
     yardstick = ScriptedYardstick([0.002], seconds=0.003)
     per_run, crowned = settle_yardstick(kernel, [], 5, [0.002] * 3, yardstick)
-    assert per_run == [pytest.approx(0.0024)] * 3 and crowned.seconds == pytest.approx(0.0024)
+    assert per_run == [pytest.approx(0.0024)] * 3 and crowned.samples == [0.0016] * 3
 
 
-def test_a_candidate_faster_by_luck_alone_leaves_the_yardstick_and_keeps_every_pair():
+def test_a_candidate_faster_by_luck_gets_the_time_of_its_fresh_pairs():
     kernel = ScriptedKernel([0.002])            # fresh pairs: as fast as the yardstick
     yardstick = ScriptedYardstick([0.002], seconds=0.003)
-    per_run, crowned = settle_yardstick(kernel, [], 5, [0.0025] * 3, yardstick)
-    assert crowned is None and per_run == [0.0025] * 3 + [pytest.approx(0.003)] * 3
+    per_run, _ = settle_yardstick(kernel, [], 5, [0.0025] * 3, yardstick)
+    assert per_run == [pytest.approx(0.003)] * 3
 
 
 def test_a_candidate_slower_than_the_yardstick_is_not_timed_again():
