@@ -123,8 +123,7 @@ class MeasureSettings:
 class MeasureResult:
     """The outcome of one candidate; seconds is the median time per kernel run (inf unless ok).
     Timed against a yardstick (yardstick_seconds > 0), each repeat's time is the candidate's over the
-    yardstick's in that repeat, times yardstick_seconds: times on the scale of the task's first
-    candidate timed in this worker.
+    yardstick's in that pair, times yardstick_seconds (the yardstick's lower-quartile time).
 
     compile_seconds is the whole build; the *_seconds after `number` say where a candidate's time
     went, phase by phase (0 where a phase did not run, and in records written before they existed)."""
@@ -145,7 +144,7 @@ class MeasureResult:
     timing_seconds: float = 0.0        # warm-up, calibration and the timed repeats
     wall_seconds: float = 0.0          # the whole candidate as the Measurer saw it, worker round trip included
     kernel_cache: str = ""             # where the machine code came from: "" (compiled), "memory" or "disk"
-    yardstick_seconds: float = 0.0     # the yardstick's time its repeats were scaled by (0: timed alone)
+    yardstick_seconds: float = 0.0     # the yardstick's time after its pairs (0: timed alone)
 
     @property
     def ok(self):
@@ -545,9 +544,7 @@ def _paired_repeat(kernel, arrays, number, yardstick):
     (seconds, seconds) without a yardstick.
 
     The yardstick's repeat comes first, so each kernel starts its repeat on the caches the other
-    left: a candidate timed straight after its checked run starts warm and a yardstick after it
-    cold, and with the candidate first a search's yardsticks drifted 2-3x below the kernels' true
-    times, each crowned on ratios a few percent low."""
+    left (a candidate timed straight after its checked run would start warm, the yardstick cold)."""
     if yardstick is None:
         seconds = _time_repeat(kernel, arrays, number)
         return seconds, seconds
