@@ -18,6 +18,7 @@ given as tensors is measured like a library one.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import hashlib
 import json
@@ -520,9 +521,7 @@ def time_kernel(kernel, arrays, settings, first_run_seconds, yardstick=None):
     for _ in range(settings.warmup - 1):
         fastest = min(fastest, _time_repeat(kernel, arrays, 1))
     number = runs_per_repeat(fastest, settings.min_run_seconds)
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # a collection inside a repeat would be charged to the kernel
-    try:
+    with _collection_paused():
         per_run = []
         while len(per_run) < settings.repeats:
             seconds, scaled = _paired_repeat(kernel, arrays, number, yardstick)
@@ -534,8 +533,17 @@ def time_kernel(kernel, arrays, settings, first_run_seconds, yardstick=None):
             if yardstick and scaled > CLEARLY_SLOWER * yardstick.seconds:
                 break
         return per_run, number
+
+
+@contextlib.contextmanager
+def _collection_paused():
+    """No garbage collection inside: one during a repeat would be charged to the kernel."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
     finally:
-        if gc_was_enabled:
+        if enabled:
             gc.enable()
 
 
@@ -619,13 +627,8 @@ def settle_yardstick(kernel, arrays, number, per_run, yardstick):
         return per_run, Yardstick(kernel, arrays, number, list(per_run))
     if statistics.median(per_run) >= yardstick.seconds:
         return per_run, None
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with _collection_paused():
         fresh = [_paired_repeat(kernel, arrays, number, yardstick) for _ in per_run]
-    finally:
-        if gc_was_enabled:
-            gc.enable()
     return [scaled for _, scaled in fresh], Yardstick(kernel, arrays, number, [alone for alone, _ in fresh])
 
 
