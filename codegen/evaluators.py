@@ -5,8 +5,6 @@ from __future__ import annotations
 import math
 import os
 
-import numpy as np
-
 from flexsched.evaluation import Evaluation, Evaluator, ExplorationError
 from flexsched.target import get_target
 
@@ -179,11 +177,9 @@ class CpuModelEvaluator(Evaluator):
 
 def checking_bytes(task):
     """A lower bound of the memory measuring task takes: inputs and outputs, and the float64 reference outputs."""
-    def size(tensor):
-        return math.prod(tensor.shape)
+    from .measure import task_bytes
 
-    arrays = sum(size(tensor) * np.dtype(tensor.dtype).itemsize for tensor in (*task.inputs, *task.outputs))
-    return arrays + sum(size(tensor) * 8 for tensor in task.outputs)
+    return task_bytes(task) + sum(math.prod(tensor.shape) * 8 for tensor in task.outputs)
 
 
 def available_bytes():

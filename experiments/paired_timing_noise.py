@@ -25,11 +25,8 @@ from cpu_benchmark import cases, cpu_description
 
 
 def repeat_seconds(kernel, arrays, number):
-    """Seconds per run over `number` runs back to back."""
-    started = time.perf_counter()
-    for _ in range(number):
-        kernel(*arrays)
-    return (time.perf_counter() - started) / number
+    """Seconds per run over `number` runs back to back, timed as the kernel's back end times."""
+    return kernel.backend.time_runs(lambda: kernel(*arrays), number)
 
 
 def spread(ratios):
