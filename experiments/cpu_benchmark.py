@@ -209,6 +209,8 @@ def main():
                              "starts from what all the others found in the passes before (as a network is tuned "
                              "task by task in rounds)")
     parser.add_argument("--timeout", type=float, default=60.0)
+    parser.add_argument("--min-run-seconds", type=float, default=0.01,
+                        help="shortest timed repeat of a search's candidate (paired with the yardstick's)")
     parser.add_argument("--slow-run", type=float, default=0.5,
                         help="candidates slower than this per run are timed once (they cannot win)")
     parser.add_argument("--out", default="experiments/results/cpu_benchmark.json")
@@ -236,7 +238,7 @@ def main():
     rows = []
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    settings = dict(timeout_s=args.timeout, warmup=1, repeats=3, min_run_seconds=0.02, slow_run_seconds=args.slow_run)
+    settings = dict(timeout_s=args.timeout, warmup=1, repeats=3, min_run_seconds=args.min_run_seconds, slow_run_seconds=args.slow_run)
     with CpuEvaluator(**settings) as evaluator:
         earlier = {name: (0.0, 0) for name in names}   # seconds and carried-over starts of the earlier passes
         for done, end in enumerate(args.passes[:-1], 1):
