@@ -65,6 +65,24 @@ def test_workspaces_for_intermediate_stages():
     np.testing.assert_allclose(kernel.run(*inputs)[0], task.evaluate(*inputs)[0], rtol=1e-4, atol=1e-4)
 
 
+def test_arguments_and_workspaces_start_on_a_cache_line():
+    task = get_task("C2D", 1, 3, 9, 9, 4, 3, 1, 1)
+    space = generate(analyze(task), "llvm")
+    config = space.config(space.random_point(0)).to_dict()
+    config["pad.attach"] = "root"
+    kernel = build(task, space.schedule(space.point(Config.from_dict(config))))
+    image, weight = task.random_inputs(1)
+    offset = np.empty(image.size + 16, image.dtype)
+    offset = offset[(-offset.ctypes.data % 64) // 4 + 1:][:image.size].reshape(image.shape)   # 4 bytes past a line
+    offset[...] = image
+    arrays = kernel.arguments([offset, weight])
+    assert all(array.ctypes.data % 64 == 0 for array in arrays)
+    np.testing.assert_array_equal(arrays[0], image)
+    kernel(*arrays)
+    assert all(array.ctypes.data % 64 == 0 for array in kernel._local.workspaces)
+    np.testing.assert_allclose(arrays[-1], task.evaluate(image, weight)[0], rtol=1e-4, atol=1e-4)
+
+
 C_MAIN = textwrap.dedent("""
     #include <stdio.h>
     #include <stdlib.h>
