@@ -93,6 +93,20 @@ def test_a_candidate_clearly_slower_than_the_yardstick_is_timed_by_one_paired_re
     assert per_run == [pytest.approx(0.0025)] and yardstick.repeats == 1 and 1.25 > CLEARLY_SLOWER
 
 
+def test_paired_repeats_stop_once_most_are_at_or_above_the_yardstick():
+    kernel = ScriptedKernel([0.0042, 0.0041, 0.001])   # 1.05 and 1.025 times the yardstick: its median cannot be lower
+    yardstick = ScriptedYardstick([0.004], seconds=0.004)
+    per_run, _ = time_kernel(kernel, [], settings(), first_run_seconds=0.004, yardstick=yardstick)
+    assert per_run == [pytest.approx(0.0042), pytest.approx(0.0041)] and yardstick.repeats == 2
+
+
+def test_paired_repeats_go_on_while_the_candidate_may_be_the_fastest():
+    kernel = ScriptedKernel([0.0042, 0.0038, 0.0039])   # one repeat slower, then two faster than the yardstick
+    yardstick = ScriptedYardstick([0.004], seconds=0.004)
+    per_run, _ = time_kernel(kernel, [], settings(), first_run_seconds=0.004, yardstick=yardstick)
+    assert len(per_run) == 3 and yardstick.repeats == 3
+
+
 def test_the_first_candidate_becomes_the_yardstick_with_its_own_times():
     per_run, crowned = settle_yardstick("kernel", [], 5, [0.004, 0.003, 0.005], None)
     assert per_run == [0.004, 0.003, 0.005] and crowned.samples == [0.004, 0.003, 0.005] and crowned.number == 5
