@@ -19,8 +19,9 @@ from flexsched.errors import FlexschedError
 
 
 # Bytes a host array's first element is aligned to: a cache line, and an AVX-512 vector. numpy aligns
-# to 16 only, and a kernel's vector loads and stores on an array 16 bytes off a line each touch two
-# lines (YOLO C2's and C6's searched bests ran 4-10% slower on such arrays than on aligned ones).
+# to 16 only, so where a kernel's vector loads and stores fell on line boundaries changed with where
+# an array landed; torch's allocator aligns to 64. (The searched bests of YOLO C2, C6, C9 and GMM
+# ran alike side by side on arrays 16 bytes off a line, within the rounds' noise.)
 HOST_ALIGNMENT = 64
 
 
