@@ -587,8 +587,9 @@ def _time_repeat(kernel, arrays, number):
 YARDSTICK_MAX_BYTES = 256 * 2**20
 YARDSTICKS_KEPT = 2
 YARDSTICK_SAMPLES = 64   # the latest repeats a yardstick's time is taken from
-# A candidate this many times slower than the yardstick in its first paired repeat is timed by that
-# repeat alone: it is not the best, and only a best needs the precision of three. (YOLO C1, two
+# A candidate this many times slower than the yardstick in a paired repeat is timed no further (the
+# first such repeat is usually its first): it is not the best, and only a best needs the precision of
+# three. (YOLO C1, two
 # kernels, 60 samples: one paired repeat's ratio was 0.95-1.10 of the median between the 10th and
 # 90th percentiles, 0.89-1.16 at the extremes; the median of three 0.95-1.06 and 0.85-1.15.)
 CLEARLY_SLOWER = 1.1
