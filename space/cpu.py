@@ -12,7 +12,8 @@ a local buffer over the whole reduction and copied out after: fully unrolled, it
 become SSA values that LLVM keeps in vector registers. Accumulating in the output instead
 loads and stores every element at every reduction step, because LLVM cannot prove that
 neighbouring output rows do not alias the other tensors' loads. The register file bounds
-the S3 factors (checked at the largest tile, so the space stays a product).
+the S3 factors (checked at the largest tile, so the space stays a product), and a search
+proposes only tiles whose accumulators fit in half of it (`fits`).
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ ACCUMULATE = ("memory", "registers")
 # the register file, so the largest register tile just fills it. (Measured on YOLO C2: a
 # 4x1x16 tile, 8 accumulators, ran at 140 GFLOPS; 4x2x16, 16 of them plus operands, at 55.)
 VECTORS_PER_ROW = 2
+# The share of the vector registers a register tile's accumulators may take; the rest hold the
+# operands each reduction step loads and broadcasts. Past it the tile spills: on YOLO C4 with AVX2
+# code (16 registers), channel tiles of 8 accumulators ran at 0.78-0.86x oneDNN, of 12 at 0.44-0.48x
+# (6 pixels by 2 vectors), 14-16 at 0.35-0.50x; in AVX-512 searches (32 registers), 3 x 3 tiles of 32
+# accumulators ran at 0.05-0.18 of each layer's best, GMM's at 0.84-0.88, and 16 were the bests.
+ACCUMULATOR_SHARE = 0.5
 
 
 def _is_main(info, node):
@@ -86,6 +93,22 @@ def _innermost_bounds(node, levels, target):
     outer = (None,) * (levels - 1)
     return (lambda loop: outer + (caps.get(loop.name, MAX_VECTOR_LANES),),
             lambda loop: outer + (floors.get(loop.name),))
+
+
+def fits(info, target, config):
+    """Whether every register tile of a config holds at most ACCUMULATOR_SHARE of the vector
+    registers in accumulators (its rows times its vectors per row, as the tile really takes them)."""
+    budget = max(1, int((target.vector_registers or 16) * ACCUMULATOR_SHARE))
+    lanes = max(1, target.vector_lanes)
+    for node in info.nodes:
+        if not node.reduce or config.get(knob_name(node, "accumulate")) != "registers":
+            continue
+        axis, tiled = _vector_axis(node, target, config)
+        inner = {loop.name: tiled[knob_name(node, "split", loop)][-1] for loop in split_loops(node.spatial)}
+        vectors = -(-inner.pop(axis, 1) // lanes)
+        if math.prod(inner.values()) * vectors > budget:
+            return False
+    return True
 
 
 def _register_rows(node):

@@ -17,6 +17,7 @@ def generate(info, target):
     """The Space of `info` (an AnalysisInfo) on `target` (a Target or its name)."""
     target = get_target(target)
     rules = _RULES[target.kind]
-    family = getattr(rules, "family", None)
+    family, fits = getattr(rules, "family", None), getattr(rules, "fits", None)
     return Space(info, target, rules.knobs(info, target), lambda config: rules.emit(info, target, config),
-                 version=GENERATED_VERSION, family=family and (lambda config: family(info, target, config)))
+                 version=GENERATED_VERSION, family=family and (lambda config: family(info, target, config)),
+                 fits=fits and (lambda config: fits(info, target, config)))

@@ -1,4 +1,5 @@
-"""A schedule space: a product of knobs whose every point is a legal schedule.
+"""A schedule space: a product of knobs whose every point is a legal schedule, of which a search
+proposes those its target's rules say fit (the rest are legal and known to be slow).
 
 A point is a tuple of value indices, one per knob. Each move changes one knob along one of
 its directions (a split's (i, j) rearrangement pair, ±1 for an ordered choice, any other value
@@ -22,6 +23,8 @@ class SpaceError(FlexschedError, ValueError):
 
 
 GENERATED = "generated"
+# Random draws a fitting point may take: the rules leave out a corner of the product, never most of it.
+MAX_FITTING_DRAWS = 1000
 
 
 class Space:
@@ -31,7 +34,7 @@ class Space:
     template) and version which revision of it: records name both, so the points of one space
     are never read as points of another."""
 
-    def __init__(self, info, target, knobs, emit, name=GENERATED, version=1, family=None):
+    def __init__(self, info, target, knobs, emit, name=GENERATED, version=1, family=None, fits=None):
         self.info = info
         self.target = target
         self.name = name
@@ -39,6 +42,7 @@ class Space:
         self.knobs = tuple(knobs)
         self._emit = emit  # Config -> Schedule, the target's fixed decisions
         self._family = family  # Config -> hashable kind of kernel, or None where all are one kind
+        self._fits = fits  # Config -> whether a search proposes it, or None where every point does
         self.directions = tuple((k, d) for k, knob in enumerate(self.knobs) for d in range(knob.num_directions))
         self._offsets = np.cumsum([0] + [knob.encoding_length for knob in self.knobs])
         names = [knob.name for knob in self.knobs]
@@ -47,7 +51,8 @@ class Space:
 
     @property
     def size(self):
-        """The exact number of points (a Python int: it overflows floats for large graphs)."""
+        """The exact number of points of the product, fitting or not (a Python int: it overflows floats
+        for large graphs)."""
         return math.prod(knob.num_values for knob in self.knobs)
 
     @property
@@ -75,28 +80,42 @@ class Space:
                 raise SpaceError(f"knob '{knob.name}' has {knob.num_values} values; index {index} is outside")
         return tuple(int(i) for i in point)
 
+    def fits(self, point):
+        """Whether a search proposes the point: every point is legal, and the target's rules leave out
+        those they know to be slow (on a CPU, a register tile past what its registers hold)."""
+        return self._fits is None or bool(self._fits(self.config(point)))
+
     def random_point(self, rng):
-        """A uniformly random point; rng is a numpy Generator or a seed."""
+        """A uniformly random fitting point; rng is a numpy Generator or a seed."""
         rng = np.random.default_rng(rng)
-        return tuple(int(rng.integers(knob.num_values)) for knob in self.knobs)
+        for _ in range(MAX_FITTING_DRAWS):
+            point = tuple(int(rng.integers(knob.num_values)) for knob in self.knobs)
+            if self.fits(point):
+                return point
+        raise SpaceError(f"none of {MAX_FITTING_DRAWS} random points of the space of {self.info.task} fits "
+                         f"its target's limits")
 
     def move(self, point, direction):
-        """The neighbour along a direction, or None where the knob has no value that way."""
+        """The neighbour along a direction, or None where the knob has no value that way or the
+        neighbour does not fit."""
         point = self._check(point)
         knob_index, knob_direction = self.directions[direction]
         moved = self.knobs[knob_index].move(point[knob_index], knob_direction)
         if moved is None:
             return None
-        return point[:knob_index] + (moved,) + point[knob_index + 1:]
+        neighbour = point[:knob_index] + (moved,) + point[knob_index + 1:]
+        return neighbour if self.fits(neighbour) else None
 
     def neighbours(self, point):
-        """[(direction, neighbour), ...] for every direction that leads somewhere."""
+        """[(direction, neighbour), ...] for every direction that leads to a fitting point."""
         point = self._check(point)  # once, not once per direction: this runs in the search loop
         result = []
         for direction, (knob_index, knob_direction) in enumerate(self.directions):
             moved = self.knobs[knob_index].move(point[knob_index], knob_direction)
             if moved is not None:
-                result.append((direction, point[:knob_index] + (moved,) + point[knob_index + 1:]))
+                neighbour = point[:knob_index] + (moved,) + point[knob_index + 1:]
+                if self.fits(neighbour):
+                    result.append((direction, neighbour))
         return result
 
     def encode(self, point):

@@ -15,7 +15,7 @@ from analysis import analyze
 from flexsched.registry import get_task
 from flexsched.schedule import ScheduleError
 from flexsched.target import get_target
-from space import Config, SpaceError, generate
+from space import Config, Space, SpaceError, generate
 from space.footprint import reads_footprint
 
 TARGETS = ("llvm", "cuda", "fpga")
@@ -319,6 +319,61 @@ def test_innermost_tile_is_bounded_by_the_register_file():
         spatial = [f"{node.name}.split.{loop.name}" for loop in node.spatial if loop.extent > 1]
         assert caps[spatial[-1]] == 2 * 8  # the contiguous loop: up to two vectors
         assert math.prod(caps[name] for name in spatial[:-1]) <= 8  # the rest: the other registers
+
+
+def _tile_accumulators(space, point, lanes):
+    """A register tile's accumulators, read off its schedule: the node's innermost split factors, the
+    one its tile vectorises in whole vectors."""
+    steps = space.schedule(point).steps
+    inner = {step.loop: step.factors[-1] for step in steps if type(step).__name__ == "Split" and step.node == "O"}
+    (axis,) = [step.loop for step in steps if type(step).__name__ == "Vectorize" and step.node == "O.local"]
+    return math.prod(factor for loop, factor in inner.items() if loop != axis) * -(-inner[axis] // lanes)
+
+
+@pytest.mark.parametrize("lanes, registers", [(8, 16), (16, 32)])
+def test_a_search_proposes_only_register_tiles_whose_accumulators_fill_half_the_registers(lanes, registers):
+    target = get_target("llvm").with_(vector_lanes=lanes, vector_registers=registers)
+    space = generate(analyze(get_task("C2D", 1, 16, 8, 32, 64, 3, 1, 1)), target)
+    caps = {knob.name: knob.caps[-1] for knob in space.knobs if knob.name.startswith("O.split.")}
+    rows_k, rows_h = caps["O.split.k"], caps["O.split.h"]
+    # Two vectors of channels (w's innermost factor, which the channel tile takes) by as many pixels
+    # as the caps allow: legal, and spills.
+    wide = _cpu_config(space, O__accumulate="registers", O__vector="k", O__split__k=(64 // rows_k, 1, 1, rows_k),
+                       O__split__h=(8 // rows_h, 1, 1, rows_h), O__split__w=(32 // (2 * lanes), 1, 1, 2 * lanes))
+    wide_point = space.point(wide)
+    check_point(space, wide_point)
+    assert _tile_accumulators(space, wide_point, lanes) == registers
+    assert not space.fits(wide_point)
+    rng = np.random.default_rng(0)
+    tiled = 0
+    for _ in range(60):
+        point = space.random_point(rng)
+        for candidate in [point] + [neighbour for _, neighbour in space.neighbours(point)]:
+            if space.config(candidate)["O.accumulate"] == "registers":
+                tiled += 1
+                assert _tile_accumulators(space, candidate, lanes) <= registers // 2
+    assert tiled > 100
+    assert all(space.move(space.point(wide), direction) is None or space.fits(space.move(wide_point, direction))
+               for direction in range(space.num_directions))
+
+
+def test_a_space_without_fitting_rules_proposes_every_point_and_with_them_only_those():
+    """Space(fits=...) keeps the product whole (size, points, configs) and leaves the rest out of random
+    draws and moves."""
+    full = generate(analyze(get_task("GMV", 6, 4)), "fpga")
+    first = full.knobs[0].name
+    allowed = {full.knobs[0].values[0]}
+    pruned = Space(full.info, full.target, full.knobs, full._emit, fits=lambda config: config[first] in allowed)
+    assert pruned.size == full.size and all(full.fits(full.random_point(seed)) for seed in range(5))
+    assert {full.random_point(seed)[0] for seed in range(40)} != {0}
+    assert {pruned.random_point(seed)[0] for seed in range(40)} == {0}
+    point = pruned.random_point(1)
+    assert all(neighbour[0] == 0 for _, neighbour in pruned.neighbours(point))
+    moves = [direction for direction, (knob, _) in enumerate(pruned.directions) if knob == 0]
+    assert moves and all(pruned.move(point, direction) is None for direction in moves)
+    nothing = Space(full.info, full.target, full.knobs, full._emit, fits=lambda config: False)
+    with pytest.raises(SpaceError, match="fits"):
+        nothing.random_point(0)
 
 
 def test_cpu_vectorises_the_output_contiguous_loop_and_never_inlines_a_guarded_producer():
