@@ -122,7 +122,8 @@ class History:
         """Up to `count` distinct successful entries drawn with probability proportional to their weight.
         With `family` (point -> kind of kernel), the draws go round the kinds measured so far, best
         kind first, each weighed against its own kind's best: every kind gets climbed, however far
-        behind its first points are."""
+        behind its first points are. Where there are more kinds than draws, the best kind and a random
+        choice of the others take them."""
         candidates, weights = self.start_weights(gamma)
         if not candidates:
             return []
@@ -134,6 +135,9 @@ class History:
             chosen = rng.choice(len(candidates), size=count, replace=False, p=weights / weights.sum())
             return [candidates[i] for i in chosen]
         groups = sorted(kinds.values(), key=lambda group: -max(entry.gflops for entry in group))
+        if len(groups) > count > 0:
+            others = sorted(rng.choice(len(groups) - 1, size=count - 1, replace=False) + 1)
+            groups = [groups[0]] + [groups[index] for index in others]
         picked, taken = [], set()
         for turn in range(count):
             group = [entry for entry in groups[turn % len(groups)] if id(entry) not in taken]

@@ -95,20 +95,25 @@ def _innermost_bounds(node, levels, target):
             lambda loop: outer + (floors.get(loop.name),))
 
 
+def _tile_shape(node, target, config):
+    """(vectorised loop, rows, vectors per row) of a node's register tile, as the tile really takes it."""
+    axis, tiled = _vector_axis(node, target, config)
+    inner = {loop.name: tiled[knob_name(node, "split", loop)][-1] for loop in split_loops(node.spatial)}
+    vectors = -(-inner.pop(axis, 1) // max(1, target.vector_lanes))
+    return axis, math.prod(inner.values()), vectors
+
+
+def _register_tiled(info, config):
+    """The reducing nodes a config accumulates in a register tile."""
+    return [node for node in info.nodes if node.reduce and config.get(knob_name(node, "accumulate")) == "registers"]
+
+
 def fits(info, target, config):
     """Whether every register tile of a config holds at most ACCUMULATOR_SHARE of the vector
-    registers in accumulators (its rows times its vectors per row, as the tile really takes them)."""
+    registers in accumulators (its rows times its vectors per row)."""
     budget = max(1, int((target.vector_registers or 16) * ACCUMULATOR_SHARE))
-    lanes = max(1, target.vector_lanes)
-    for node in info.nodes:
-        if not node.reduce or config.get(knob_name(node, "accumulate")) != "registers":
-            continue
-        axis, tiled = _vector_axis(node, target, config)
-        inner = {loop.name: tiled[knob_name(node, "split", loop)][-1] for loop in split_loops(node.spatial)}
-        vectors = -(-inner.pop(axis, 1) // lanes)
-        if math.prod(inner.values()) * vectors > budget:
-            return False
-    return True
+    return all(rows * vectors <= budget
+               for _, rows, vectors in (_tile_shape(node, target, config) for node in _register_tiled(info, config)))
 
 
 def _register_rows(node):
@@ -434,16 +439,21 @@ def _register_tile_steps(info, target, node, config, caches):
 
 def family(info, target, config):
     """The kind of kernel a config makes: per reducing node, where it accumulates and, in a register
-    tile, which axis it vectorises: the one the tile really takes, so a channel axis chosen where the
-    pixels' width is no multiple of the vector width counts as the pixels' kind. (On the YOLO 3 x 3
-    layers, 200-trial searches measured 0-4 channel-vectorised tiles when they started elsewhere, and
-    59-172 when one was among the starts.)"""
+    tile, which axis it vectorises and in how many vectors per row: the axis the tile really takes, so a
+    channel axis chosen where the pixels' width is no multiple of the vector width counts as the pixels'
+    kind. (On the YOLO 3 x 3 layers, 200-trial searches measured 0-4 channel-vectorised tiles when they
+    started elsewhere, and 59-172 when one was among the starts. Two AVX2 searches of YOLO C4 measured
+    one channel tile two vectors wide, a start, where 4 pixels by 2 vectors ran at 0.84-0.86x oneDNN
+    side by side against their one-vector best's 0.78.)"""
+    tiled = {node.name: _tile_shape(node, target, config) for node in _register_tiled(info, config)}
     kinds = []
     for node in info.nodes:
         accumulate = config.get(knob_name(node, "accumulate"))
-        if accumulate is not None:
-            vector = _vector_axis(node, target, config)[0] if accumulate == "registers" else None
-            kinds.append((node.name, accumulate, vector))
+        if node.name in tiled:
+            axis, _, vectors = tiled[node.name]
+            kinds.append((node.name, accumulate, axis, vectors))
+        elif accumulate is not None:
+            kinds.append((node.name, accumulate, None))
     return tuple(kinds)
 
 

@@ -91,6 +91,11 @@ def test_starts_go_round_the_kinds_of_kernel_each_weighed_against_its_own_best()
     # Within its kind, the lagging kind's best is drawn as the best of all would be: 2 beats 1.
     behind = [start.point for _ in range(400) for start in history.pick_starts(rng, 2, 20.0, kind)[1:]]
     assert behind.count((6,)) > 0.95 * len(behind)
+    # More kinds than draws: the best kind every time, and each of the others in turn.
+    five = lambda point: min(point[0], 4)   # noqa: E731
+    draws = [[five(start.point) for start in history.pick_starts(rng, 2, 20.0, five)] for _ in range(200)]
+    assert all(kinds[0] == 0 and len(kinds) == 2 for kinds in draws)
+    assert {kinds[1] for kinds in draws} == {1, 2, 3, 4}
     # One kind only: the draws are the plain ones, seed for seed.
     one = lambda point: ()   # noqa: E731
     assert [s.point for s in history.pick_starts(np.random.default_rng(3), 4, 20.0, one)] == \
@@ -279,9 +284,10 @@ def test_first_starts_are_the_screens_best_of_each_kind_of_kernel_in_its_pool():
                     if evaluation.ok)
     space = space_of(GMM)
     kinds = {point: space.family(point) for *_, point in priced}
-    # GMM's kinds on a CPU: accumulating in memory, or in a register tile vectorised along j or i.
-    assert {kind for kind in kinds.values()} <= {(("O", "memory", None),), (("O", "registers", "j"),),
-                                                  (("O", "registers", "i"),)}
+    # GMM's kinds on a CPU: accumulating in memory, or in a register tile vectorised along j or i,
+    # one or two vectors wide.
+    assert {kind for kind in kinds.values()} <= {(("O", "memory", None),)} | {
+        (("O", "registers", axis, vectors),) for axis in "ij" for vectors in (1, 2)}
     best_of_each = [point for n, (*_, point) in enumerate(priced)
                     if kinds[point] not in {kinds[earlier] for *_, earlier in priced[:n]}]
     rest = [point for *_, point in priced if point not in best_of_each]
@@ -322,7 +328,8 @@ def test_the_screened_pool_holds_an_even_share_of_each_kind_of_kernel():
     search_with_screen(screen, start_pool=30)
     space = space_of(GMM)
     counts = Counter(space.family(point) for point, _ in screen.priced[0])
-    assert len(counts) == 3 and set(counts.values()) == {10}   # 30 random draws: 20 accumulate in memory
+    # 30 random draws: 20 accumulate in memory; 5 kinds (memory, and a tile along i or j, one or two vectors wide)
+    assert len(counts) == 5 and set(counts.values()) == {6}
 
 
 def test_a_space_of_one_kind_screens_the_same_random_pool_as_before():
