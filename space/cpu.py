@@ -62,9 +62,10 @@ ACCUMULATE = ("memory", "registers")
 VECTORS_PER_ROW = 2
 # The share of the vector registers a register tile's accumulators may take; the rest hold the
 # operands each reduction step loads and broadcasts. Past it the tile spills: on YOLO C4 with AVX2
-# code (16 registers), channel tiles of 8 accumulators ran at 0.78-0.86x oneDNN, of 12 at 0.44-0.48x
-# (6 pixels by 2 vectors), 14-16 at 0.35-0.50x; in AVX-512 searches (32 registers), 3 x 3 tiles of 32
-# accumulators ran at 0.05-0.18 of each layer's best, GMM's at 0.84-0.88, and 16 were the bests.
+# code (16 registers), channel tiles of 8 accumulators ran at 0.78-0.86x oneDNN, of 12 at
+# 0.35-0.48x (6 pixels by 2 vectors, three shapes), 14-16 at 0.40-0.50x; in AVX-512 searches
+# (32 registers), 3 x 3 tiles of 32 accumulators ran at 0.05-0.18 of each layer's best, GMM's at
+# 0.84-0.88, and 16 were the bests.
 ACCUMULATOR_SHARE = 0.5
 
 
