@@ -118,32 +118,40 @@ class History:
             return [], np.zeros(0)
         return candidates, _annealing_weights(candidates, best, gamma)
 
-    def pick_starts(self, rng, count, gamma, family=None):
+    def pick_starts(self, rng, count, gamma, family=None, broad_family=None):
         """Up to `count` distinct successful entries drawn with probability proportional to their weight.
         With `family` (point -> kind of kernel), the draws go round the kinds measured so far, best
         kind first, each weighed against its own kind's best: every kind gets climbed, however far
-        behind its first points are. Where there are more kinds than draws, the best kind and a random
-        choice of the others take them."""
+        behind its first points are. With `broad_family` (point -> a kind grouping several), the draws
+        go round the broad kinds instead, and each turn takes one of the kinds in its broad kind at
+        random. Where there are more (broad) kinds than draws, the best and a random choice of the
+        others take them."""
         candidates, weights = self.start_weights(gamma)
         if not candidates:
             return []
+        broad_family = broad_family or family
         kinds = {}
         for entry in candidates if family is not None else ():
-            kinds.setdefault(family(entry.point), []).append(entry)
-        if len(kinds) < 2:
+            kinds.setdefault(broad_family(entry.point), {}).setdefault(family(entry.point), []).append(entry)
+        if sum(len(group) for group in kinds.values()) < 2:
             count = min(count, len(candidates))
             chosen = rng.choice(len(candidates), size=count, replace=False, p=weights / weights.sum())
             return [candidates[i] for i in chosen]
-        groups = sorted(kinds.values(), key=lambda group: -max(entry.gflops for entry in group))
+        # Each broad kind's kinds best first, and the broad kinds by their best kind.
+        groups = [sorted(group.values(), key=lambda kind: -_best_gflops(kind)) for group in kinds.values()]
+        groups.sort(key=lambda group: -_best_gflops(group[0]))
         if len(groups) > count > 0:
             others = sorted(rng.choice(len(groups) - 1, size=count - 1, replace=False) + 1)
             groups = [groups[0]] + [groups[index] for index in others]
         picked, taken = [], set()
         for turn in range(count):
-            group = [entry for entry in groups[turn % len(groups)] if id(entry) not in taken]
-            if not group:
+            kinds_left = [[entry for entry in kind if id(entry) not in taken] for kind in groups[turn % len(groups)]]
+            kinds_left = [kind for kind in kinds_left if kind]
+            if not kinds_left:
                 continue
-            weights = _annealing_weights(group, max(entry.gflops for entry in group), gamma)
+            # The first turn goes to the best kind of all; any other, to one kind of its broad kind at random.
+            group = kinds_left[0] if turn == 0 or len(kinds_left) == 1 else kinds_left[rng.integers(len(kinds_left))]
+            weights = _annealing_weights(group, _best_gflops(group), gamma)
             entry = group[rng.choice(len(group), p=weights / weights.sum())]
             picked.append(entry)
             taken.add(id(entry))
@@ -156,6 +164,10 @@ class History:
             best = max(best, entry.gflops)
             curve.append((entry.trial + 1, entry.elapsed, best))
         return curve
+
+
+def _best_gflops(entries):
+    return max(entry.gflops for entry in entries)
 
 
 def _annealing_weights(entries, best, gamma):

@@ -57,10 +57,11 @@ class SearchMethod(ABC):
         self._keys = {}
 
     def pick_starts(self):
-        """The round's start points: in the first family_trials trials, drawn in turn from each kind
-        of kernel measured (Space.family), then by weight alone."""
-        family = self.space.family if len(self.history) < self.family_trials else None
-        return self.history.pick_starts(self.rng, self.starts, self.gamma, family)
+        """The round's start points: in the first family_trials trials, drawn in turn from each broad
+        kind of kernel measured (Space.broad_family, then Space.family within it), then by weight alone."""
+        if len(self.history) >= self.family_trials:
+            return self.history.pick_starts(self.rng, self.starts, self.gamma)
+        return self.history.pick_starts(self.rng, self.starts, self.gamma, self.space.family, self.space.broad_family)
 
     def schedule_key(self, point):
         key = self._keys.get(point)

@@ -446,13 +446,26 @@ def family(info, target, config):
     started elsewhere, and 59-172 when one was among the starts. Two AVX2 searches of YOLO C4 measured
     one channel tile two vectors wide, a start, where 4 pixels by 2 vectors ran at 0.84-0.86x oneDNN
     side by side against their one-vector best's 0.78.)"""
+    return _kinds(info, target, config, widths=True)
+
+
+def broad_family(info, target, config):
+    """The family without the tiles' widths: a search's starts go round these, so a tile width adds
+    no turn of its own. (With a turn per width, AVX-512 searches of YOLO C10 gave its one-vector channel
+    tiles 14 trials of 200, against 84 and 148 with a turn per axis, and the 3 x 3 layers fell from
+    0.99x oneDNN to 0.93-0.95.)"""
+    return _kinds(info, target, config, widths=False)
+
+
+def _kinds(info, target, config, widths):
+    """Per node, (name, where it accumulates[, tile axis[, vectors per row]])."""
     tiled = {node.name: _tile_shape(node, target, config) for node in _register_tiled(info, config)}
     kinds = []
     for node in info.nodes:
         accumulate = config.get(knob_name(node, "accumulate"))
         if node.name in tiled:
             axis, _, vectors = tiled[node.name]
-            kinds.append((node.name, accumulate, axis, vectors))
+            kinds.append((node.name, accumulate, axis, vectors) if widths else (node.name, accumulate, axis))
         elif accumulate is not None:
             kinds.append((node.name, accumulate, None))
     return tuple(kinds)

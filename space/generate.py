@@ -17,7 +17,11 @@ def generate(info, target):
     """The Space of `info` (an AnalysisInfo) on `target` (a Target or its name)."""
     target = get_target(target)
     rules = _RULES[target.kind]
-    family, fits = getattr(rules, "family", None), getattr(rules, "fits", None)
+    optional = {name: _bound(getattr(rules, name, None), info, target) for name in ("family", "broad_family", "fits")}
     return Space(info, target, rules.knobs(info, target), lambda config: rules.emit(info, target, config),
-                 version=GENERATED_VERSION, family=family and (lambda config: family(info, target, config)),
-                 fits=fits and (lambda config: fits(info, target, config)))
+                 version=GENERATED_VERSION, **optional)
+
+
+def _bound(rule, info, target):
+    """rule(info, target, config) as a function of config alone; None where the rules lack it."""
+    return rule and (lambda config: rule(info, target, config))

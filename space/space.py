@@ -34,7 +34,8 @@ class Space:
     template) and version which revision of it: records name both, so the points of one space
     are never read as points of another."""
 
-    def __init__(self, info, target, knobs, emit, name=GENERATED, version=1, family=None, fits=None):
+    def __init__(self, info, target, knobs, emit, name=GENERATED, version=1, family=None, fits=None,
+                 broad_family=None):
         self.info = info
         self.target = target
         self.name = name
@@ -42,6 +43,7 @@ class Space:
         self.knobs = tuple(knobs)
         self._emit = emit  # Config -> Schedule, the target's fixed decisions
         self._family = family  # Config -> hashable kind of kernel, or None where all are one kind
+        self._broad_family = broad_family or family  # Config -> a coarser kind, grouping some families
         self._fits = fits  # Config -> whether a search proposes it, or None where every point does
         self.directions = tuple((k, d) for k, knob in enumerate(self.knobs) for d in range(knob.num_directions))
         self._offsets = np.cumsum([0] + [knob.encoding_length for knob in self.knobs])
@@ -157,6 +159,12 @@ class Space:
         axis its register tile vectorises); () where the space has one kind only. A search starts
         from the best of several kinds, since a climb seldom crosses from one to another."""
         return self._family(self.config(point)) if self._family is not None else ()
+
+    def broad_family(self, point):
+        """A coarser kind than family's, grouping kinds a search need not start from in turn (on a CPU,
+        the tile widths of one axis): its starts go round the broad kinds, and the kinds in one share
+        its turns."""
+        return self._broad_family(self.config(point)) if self._broad_family is not None else ()
 
     def schedule(self, point_or_config):
         """The Schedule (a list of primitive steps) a point stands for."""

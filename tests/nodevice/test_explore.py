@@ -7,6 +7,7 @@ import math
 import statistics
 import subprocess
 import sys
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -102,11 +103,33 @@ def test_starts_go_round_the_kinds_of_kernel_each_weighed_against_its_own_best()
         [s.point for s in history.pick_starts(np.random.default_rng(3), 4, 20.0)]
 
 
+def test_starts_go_round_the_broad_kinds_and_share_each_broad_kinds_turns_among_its_kinds():
+    # Broad kind "a" holds kinds a1 (points 0-3, the best) and a2 (points 4-5, far behind); "b" holds
+    # b1 (6) and b2 (7); "c" holds c1 (8).
+    history = history_with([10.0, 9.8, 9.6, 9.5, 3.0, 2.9, 2.0, 1.0, 1.5])
+    names = ["a1"] * 4 + ["a2"] * 2 + ["b1", "b2", "c1"]
+    kind = lambda point: names[point[0]]   # noqa: E731
+    broad = lambda point: names[point[0]][0]   # noqa: E731
+    rng = np.random.default_rng(0)
+    rounds = [[kind(start.point) for start in history.pick_starts(rng, 4, 20.0, kind, broad)] for _ in range(400)]
+    # Each round goes round the broad kinds, best first; its first start is the best kind's.
+    assert all([name[0] for name in picked] == ["a", "b", "c", "a"] for picked in rounds)
+    assert all(picked[0] == "a1" for picked in rounds)
+    # A broad kind's later turns take each of its kinds about as often, however far behind one is.
+    later = Counter(picked[3] for picked in rounds)
+    assert set(later) == {"a1", "a2"} and 0.4 < later["a2"] / 400 < 0.6
+    seconds = Counter(picked[1] for picked in rounds)
+    assert 0.4 < seconds["b2"] / 400 < 0.6
+    # Without a broad family, each kind is a turn of its own: b1 and b2 come every round.
+    assert Counter(kind(start.point) for start in history.pick_starts(rng, 5, 20.0, kind)) == \
+        Counter(["a1", "a2", "b1", "b2", "c1"])
+
+
 def test_a_method_goes_round_the_kinds_only_in_its_first_family_trials():
     from explore.methods import PMethod
 
     class TwoKinds:
-        family = staticmethod(lambda point: point[0] >= 3)
+        family = broad_family = staticmethod(lambda point: point[0] >= 3)
 
     history = history_with([10.0, 9.8, 9.6, 2.0])
     method = PMethod(TwoKinds(), history, np.random.default_rng(0), starts=2, family_trials=10)
@@ -322,7 +345,6 @@ def test_a_price_that_left_loops_out_ranks_after_every_full_one():
 
 
 def test_the_screened_pool_holds_an_even_share_of_each_kind_of_kernel():
-    from collections import Counter
 
     screen = PricingScreen()
     search_with_screen(screen, start_pool=30)

@@ -422,10 +422,12 @@ def test_a_points_kind_names_the_axis_its_register_tile_really_vectorises():
     assert space.family(space.point(whole)) == (("O", "registers", "k", 1),)
     # A kind counts the tile's vectors per row too: 14 or 28 lanes fill two vectors.
     assert space.family(space.point(partial)) == (("O", "registers", "hw", 2),)
+    # Its broad kind leaves the width out, so a search's starts take a turn per axis, not per width.
+    assert space.broad_family(space.point(partial)) == (("O", "registers", "hw"),)
     tile = check_point(space, space.point(partial)).stages["O.local"].loops
     assert tile[-1].name == "hw" and tile[-1].annotation == "vectorize"
     memory = _cpu_config(space, O__accumulate="memory", O__vector="k")
-    assert space.family(space.point(memory)) == (("O", "memory", None),)
+    assert space.family(space.point(memory)) == space.broad_family(space.point(memory)) == (("O", "memory", None),)
 
 
 def test_a_channel_vectorised_tile_never_runs_past_the_channels():
