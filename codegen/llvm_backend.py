@@ -30,7 +30,7 @@ from codegen.ir import Allocate, Barrier, CodegenError, For, IfThenElse, LOOP_KI
 from codegen.vectorize import (MAX_VECTOR_LANES, access_indices, check_indices, flat_stride, mentions, padded_lanes,
                                row_pitch, stored_value, vectorize_blocker)
 from flexsched import affine, dtypes
-from flexsched.expr import Binary, Call, Cast, Compare, Const, Intrinsic, IterVar, Load, Logical, Select, walk
+from flexsched.expr import Binary, Call, Cast, Compare, Const, Intrinsic, IterVar, Load, Logical, Select
 
 CPU_LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 GPU_LOOP_KINDS = tuple(kind for kind in LOOP_KINDS if kind not in CPU_LOOP_KINDS)
@@ -516,37 +516,9 @@ class _FunctionEmitter:
         return (width, source_along_outer) if width >= 4 else None
 
     def _unrolled(self, loop):
-        fenced = self._reads_to_fence(loop) if loop.extent > 1 else None
         for step in range(loop.extent):
-            if fenced and step:
-                self._compiler_fence(fenced)
             with self._bound(loop.var, _int64(step)):
                 self.stmt(loop.body)
-
-    def _reads_to_fence(self, loop):
-        """The buffers a reduction's unrolled steps into a register tile read, or None where the loop
-        is no such thing (each step updating the same elements of stack scratch). LLVM merges the
-        loads that recur from one such step to the next (a 3 x 3 convolution reads most inputs again
-        at the next filter column) and keeps them live, so with 12 accumulators of 16 registers it
-        spilled (AVX2 code, YOLO C4: 0.43-0.51x oneDNN; fenced, 0.95-0.99, and the tiles that did
-        not spill ran as fast as before)."""
-        stores = [stmt for stmt in walk_stmts(loop.body) if isinstance(stmt, Store)]
-        if not stores or not all(isinstance(self.pointers.get(store.buffer), ir.AllocaInstr)
-                                 and not any(self._mentions(index, loop.var) for index in access_indices(store))
-                                 for store in stores):
-            return None
-        written = {store.buffer for store in stores}
-        read = {node.tensor: None for store in stores for node in walk(store.value) if isinstance(node, Load)}
-        return [buffer for buffer in read if buffer not in written]
-
-    def _compiler_fence(self, buffers):
-        """An empty assembly statement given the buffers' addresses, which may read and write memory:
-        their loads are neither merged nor moved across it. The register tile's scratch is not
-        given, and its address never escapes, so its accumulators stay in registers."""
-        pointers = [self._pointer_of(buffer) for buffer in buffers]
-        constraints = ",".join(["r"] * len(pointers) + ["~{memory}"])
-        self.builder.asm(ir.FunctionType(ir.VoidType(), [_PTR] * len(pointers)), "", constraints, pointers,
-                         side_effect=True)
 
     def _vectorized(self, loop):
         reason = self._once(vectorize_blocker, loop)

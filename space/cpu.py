@@ -13,7 +13,7 @@ become SSA values that LLVM keeps in vector registers. Accumulating in the outpu
 loads and stores every element at every reduction step, because LLVM cannot prove that
 neighbouring output rows do not alias the other tensors' loads. The register file bounds
 the S3 factors (checked at the largest tile, so the space stays a product), and a search
-proposes only tiles whose accumulators fit in three quarters of it (`fits`).
+proposes only tiles whose accumulators fit in half of it (`fits`).
 """
 
 from __future__ import annotations
@@ -62,12 +62,11 @@ ACCUMULATE = ("memory", "registers")
 VECTORS_PER_ROW = 2
 # The share of the vector registers a register tile's accumulators may take; the rest hold the
 # operands each reduction step loads and broadcasts. Past it the tile spills: on YOLO C4 with AVX2
-# code (16 registers), channel tiles of 14-16 accumulators ran at 0.40-0.50x oneDNN; in AVX-512
-# searches (32 registers), 3 x 3 tiles of 32 accumulators ran at 0.05-0.18 of each layer's best.
-# Within it, 12 accumulators with AVX2 code beat 8 side by side (C4 channel tiles 0.95-0.99x
-# against 0.91-0.93, with the reduction steps fenced (codegen.llvm_backend); GMM 6 x 2 vectors
-# 1.07-1.09x against 4 x 2's 0.94-1.01), and 24 on AVX-512 ran as fast as 16 (C6, GMM).
-ACCUMULATOR_SHARE = 0.75
+# code (16 registers), channel tiles of 8 accumulators ran at 0.78-0.86x oneDNN, of 12 at
+# 0.35-0.48x (6 pixels by 2 vectors, three shapes), 14-16 at 0.40-0.50x; in AVX-512 searches
+# (32 registers), 3 x 3 tiles of 32 accumulators ran at 0.05-0.18 of each layer's best, GMM's at
+# 0.84-0.88, and 16 were the bests.
+ACCUMULATOR_SHARE = 0.5
 
 
 def _is_main(info, node):
