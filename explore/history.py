@@ -123,9 +123,9 @@ class History:
         With `family` (point -> kind of kernel), the draws go round the kinds measured so far, best
         kind first, each weighed against its own kind's best: every kind gets climbed, however far
         behind its first points are. With `broad_family` (point -> a kind grouping several), the draws
-        go round the broad kinds instead, and each turn takes one of the kinds in its broad kind at
-        random. Where there are more (broad) kinds than draws, the best and a random choice of the
-        others take them."""
+        go round the broad kinds instead, and each turn after the first (the best kind's) takes one of
+        the kinds in its broad kind at random. Where there are more (broad) kinds than draws, the best
+        and a random choice of the others take them."""
         candidates, weights = self.start_weights(gamma)
         if not candidates:
             return []
