@@ -345,7 +345,6 @@ def test_a_price_that_left_loops_out_ranks_after_every_full_one():
 
 
 def test_the_screened_pool_holds_an_even_share_of_each_kind_of_kernel():
-
     screen = PricingScreen()
     search_with_screen(screen, start_pool=30)
     space = space_of(GMM)
