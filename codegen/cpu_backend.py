@@ -74,8 +74,13 @@ def _target_machine(machine=None):
 
 def register_lanes(machine=None):
     """32-bit lanes of the widest vector registers of (CPU, features), the host's by default."""
+    return _vector_unit(machine)[0]
+
+
+def _vector_unit(machine=None):
+    """(32-bit lanes, vector registers) of the widest vector unit of (CPU, features), the host's by default."""
     cpu, features = machine or cpus.host()
-    return cpus.vector_unit(cpu, cpus.parse(features))[0]
+    return cpus.vector_unit(cpu, cpus.parse(features))
 
 
 @functools.cache
@@ -397,11 +402,12 @@ def _module_text(func, opt_level, legalised, machine):
     func = func if legalised else legalize(func)
     triple, layout = _host_layout()
     func = replace(func, body=roll_to_fit(func.body, MAX_EMITTED_STORES))
+    lanes, registers = _vector_unit(machine)
     for attempt in itertools.count():
         copies = emitted_copies(func.body)
         # A module past the budget stops being emitted there (emitting 50k instructions took 1-2 s):
         # its size is then extrapolated from the stores laid out so far.
-        builder = ModuleBuilder(func, triple, layout, register_lanes(machine),
+        builder = ModuleBuilder(func, triple, layout, lanes, vector_registers=registers,
                                 instruction_limit=MAX_EMITTED_INSTRUCTIONS if copies > 1 else None)
         try:
             text = str(builder.build())
@@ -417,7 +423,7 @@ def _module_text(func, opt_level, legalised, machine):
         rolled = roll_to_fit(func.body, min(allowed, copies - 1))
         if rolled is func.body:   # nothing left to roll: the module as it is, whole
             if text is None:
-                builder = ModuleBuilder(func, triple, layout, register_lanes(machine))
+                builder = ModuleBuilder(func, triple, layout, lanes, vector_registers=registers)
                 text = str(builder.build())
             return text, builder, func
         func = replace(func, body=rolled)

@@ -1,5 +1,6 @@
 """Kernel objects: calling conventions, argument checks, what they show, and the C library."""
 
+import re
 import subprocess
 import textwrap
 
@@ -10,6 +11,7 @@ import torch
 from analysis import analyze
 from codegen.kernel import build
 from flexsched.registry import get_task
+from flexsched.target import get_target
 from space import Config, generate
 
 pytestmark = pytest.mark.cpu
@@ -168,6 +170,35 @@ def test_register_tile_lives_in_registers():
             assert "alloca" not in kernel.llvm_ir
     assert 0 < vector_stores["registers"] <= rows  # each row copied out once
     assert vector_stores["registers"] <= vector_stores["memory"]
+
+
+def test_a_reductions_unrolled_steps_into_a_tile_of_over_half_the_registers_are_fenced():
+    """Twelve AVX2 accumulators (2 x 3 pixels by 2 vectors of channels) of a 3 x 3 convolution whose
+    filter steps are unrolled: without a fence between the steps LLVM keeps the inputs that recur at
+    the next filter column live, and spilled 71 vectors in the multiply-add loop. A tile of half the
+    registers or fewer, or accumulation in the output, is left alone."""
+    target = get_target("llvm -mattr=-avx512f")   # 8 lanes and 16 registers, on an AVX2 or AVX-512 host
+    task = get_task("C2D", 1, 16, 4, 24, 16, 3, 1, 1)
+    space = generate(analyze(task), target)
+    config = space.config(space.random_point(0)).to_dict()
+    # O.vector "k": the channels take w's innermost factor (16) and w takes k's (3).
+    config.update({"O.split.k": (6, 1, 1, 3), "O.split.h": (2, 1, 1, 2), "O.split.w": (2, 1, 1, 16),
+                   "O.split.rc": (2, 1, 8), "O.split.rh": (1, 1, 3), "O.split.rw": (1, 1, 3), "O.unroll": 128,
+                   "O.accumulate": "registers", "O.vector": "k", "O.block.pad": "none", "O.pack.pad": "none",
+                   "O.pack.W": "none", "pad.attach": "root"})
+    inputs = task.random_inputs(0)
+    fences = {}
+    for rows, accumulate in ((2, "registers"), (1, "registers"), (2, "memory")):
+        config.update({"O.split.h": (4 // rows, 1, 1, rows), "O.accumulate": accumulate})
+        kernel = build(task, space.schedule(Config.from_dict(config)), target)
+        np.testing.assert_allclose(kernel.run(*inputs)[0], task.evaluate(*inputs)[0], rtol=1e-4, atol=1e-4)
+        fences[rows, accumulate] = kernel.llvm_ir.count('asm sideeffect ""')
+        if (rows, accumulate) == (2, "registers"):
+            blocks = re.split(r"\n(?=\.LBB)", kernel.compiled.asm())
+            loop = max(blocks, key=lambda block: block.count("vfmadd"))
+            assert loop.count("vfmadd") >= 12 * 3
+            assert not re.findall(r"%ymm\d+, -?\d*\(%rsp\)|\(%rsp\), %ymm", loop)
+    assert fences[2, "registers"] > 0 and fences[1, "registers"] == 0 and fences[2, "memory"] == 0
 
 
 def test_a_blocked_interface_shows_in_the_signature_and_the_c_header(tmp_path):

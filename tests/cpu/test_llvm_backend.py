@@ -470,7 +470,7 @@ def test_a_module_whose_rolled_loops_cost_more_fits_the_budget_in_few_emissions(
     emissions = []
 
     class Priced:
-        def __init__(self, func, triple, data_layout, register_lanes, instruction_limit=None):
+        def __init__(self, func, triple, data_layout, register_lanes, instruction_limit=None, vector_registers=16):
             self.func, self.limit = func, instruction_limit
             emissions.append(self)
 
