@@ -13,7 +13,7 @@ become SSA values that LLVM keeps in vector registers. Accumulating in the outpu
 loads and stores every element at every reduction step, because LLVM cannot prove that
 neighbouring output rows do not alias the other tensors' loads. The register file bounds
 the S3 factors (checked at the largest tile, so the space stays a product), and a search
-proposes only tiles whose accumulators fit in half of it (`fits`).
+proposes only tiles whose accumulators fit in three quarters of it, at most 16 (`fits`).
 """
 
 from __future__ import annotations
@@ -60,13 +60,15 @@ ACCUMULATE = ("memory", "registers")
 # the register file, so the largest register tile just fills it. (Measured on YOLO C2: a
 # 4x1x16 tile, 8 accumulators, ran at 140 GFLOPS; 4x2x16, 16 of them plus operands, at 55.)
 VECTORS_PER_ROW = 2
-# The share of the vector registers a register tile's accumulators may take; the rest hold the
-# operands each reduction step loads and broadcasts. Past it the tile spills: on YOLO C4 with AVX2
-# code (16 registers), channel tiles of 8 accumulators ran at 0.78-0.86x oneDNN, of 12 at
-# 0.35-0.48x (6 pixels by 2 vectors, three shapes), 14-16 at 0.40-0.50x; in AVX-512 searches
-# (32 registers), 3 x 3 tiles of 32 accumulators ran at 0.05-0.18 of each layer's best, GMM's at
-# 0.84-0.88, and 16 were the bests.
-ACCUMULATOR_SHARE = 0.5
+# The share of the vector registers a register tile's accumulators may take, and at most
+# MAX_ACCUMULATORS of them; the rest hold the operands each reduction step loads and broadcasts.
+# Two FMA pipes of 4-cycle latency keep 8 multiply-adds in flight, so 8 accumulators leave no slack:
+# with AVX2 code (16 registers), GMM's 6 x 2-vector tile ran at 1.09-1.12x oneDNN side by side
+# against the searched 4 x 2's 1.00-1.01. Twice that is enough: in AVX-512 searches (32 registers),
+# 24 accumulators ran no faster than 16, and 3 x 3 tiles of 32 at 0.05-0.18 of each layer's best
+# (they spill). Past the share, the operands spill: 14-16 AVX2 accumulators ran at 0.40-0.50x.
+ACCUMULATOR_SHARE = 0.75
+MAX_ACCUMULATORS = 16
 
 
 def _is_main(info, node):
@@ -111,8 +113,8 @@ def _register_tiled(info, config):
 
 def fits(info, target, config):
     """Whether every register tile of a config holds at most ACCUMULATOR_SHARE of the vector
-    registers in accumulators (its rows times its vectors per row)."""
-    budget = max(1, int((target.vector_registers or 16) * ACCUMULATOR_SHARE))
+    registers, and MAX_ACCUMULATORS, in accumulators (its rows times its vectors per row)."""
+    budget = max(1, min(MAX_ACCUMULATORS, int((target.vector_registers or 16) * ACCUMULATOR_SHARE)))
     return all(rows * vectors <= budget
                for _, rows, vectors in (_tile_shape(node, target, config) for node in _register_tiled(info, config)))
 

@@ -75,10 +75,12 @@ def _guarded_factorisations(extent, caps):
 
 def _padded_inner_factorisations(extent, caps):
     """Splits whose innermost factor does not divide the extent: the tiles, ceil-divided, run at
-    one outer level (the others 1), and only the last tile is guarded (a register tile of 6 rows
-    over 1024 rows; the lowering peels that tile off, see codegen.peel). One level, not every
-    factorisation of the tile count: those would mostly add odd factors (171 = 9 x 19) that crowd
-    the knob's moves."""
+    one outer level (the others 1), or at one inner level under an outermost factor from
+    GUARD_MULTIPLES, so a parallel outer loop keeps a packed panel shared by many tiles; the last
+    tiles are guarded (a register tile of 6 rows over 1024 rows as 2 x 86 x 6: AVX2 code, GMM ran at
+    1.09-1.12x oneDNN, against 0.55-0.57 as 171 x 6 whose every tile packed its own panel; the
+    lowering peels the ragged tile off, see codegen.peel). Not every factorisation of the tile
+    count: those would mostly add odd factors (171 = 9 x 19) that crowd the knob's moves."""
     found = []
     for inner in range(2, (caps[-1] or 0) + 1):
         tiles = _ceil_div(extent, inner)
@@ -87,6 +89,16 @@ def _padded_inner_factorisations(extent, caps):
         for level, cap in enumerate(caps[:-1]):
             if cap is None or tiles <= cap:
                 found.append(tuple(tiles if position == level else 1 for position in range(len(caps) - 1)) + (inner,))
+        for outermost in GUARD_MULTIPLES:
+            rest = _ceil_div(tiles, outermost)
+            if rest < 2 or outermost * rest * inner * 100 > GUARD_SLACK_PERCENT * extent:
+                continue
+            if caps[0] is not None and outermost > caps[0]:
+                continue
+            for level, cap in enumerate(caps[1:-1], 1):
+                if cap is None or rest <= cap:
+                    found.append((outermost,) + tuple(rest if position == level else 1
+                                                      for position in range(1, len(caps) - 1)) + (inner,))
     return found
 
 

@@ -15,7 +15,7 @@ from codegen.peel import peel_tails
 from flexsched.registry import get_task
 from flexsched.schedule import Schedule
 from space import generate
-from space.knobs import SplitKnob
+from space.knobs import GUARD_MULTIPLES, GUARD_SLACK_PERCENT, SplitKnob
 
 ROWS, DEPTH, COLUMNS, TILE = 50, 16, 8, 6   # 50 rows in 9 tiles of 6: the last has 2 rows
 
@@ -71,14 +71,32 @@ def test_a_short_loop_keeps_its_guarded_last_iteration():
         [(loop.var.name, loop.extent) for loop in loops(func.body)]
 
 
-def test_padded_inner_splits_guard_only_the_last_innermost_tile():
+def test_padded_inner_splits_run_their_tiles_at_one_level_under_a_round_outermost_factor():
     knob = SplitKnob("O.split.i", 1024, 4, caps=(None, None, None, 8), padded_inner=True)
     plain = SplitKnob("O.split.i", 1024, 4, caps=(None, None, None, 8))
     added = set(knob.values) - set(plain.values)
-    assert (1, 1, 171, 6) in added and (1, 1, 147, 7) in added
+    assert {(1, 1, 171, 6), (1, 1, 147, 7), (2, 1, 86, 6), (4, 43, 1, 6)} <= added
     for value in added:
-        inner = value[-1]
-        assert 1024 % inner and np.prod(value[:-1]) == -(-1024 // inner), value
+        inner, tiles = value[-1], -(-1024 // value[-1])
+        assert 1024 % inner, value
+        if sorted(value[:-1])[:-1] == [1, 1]:   # the tiles at one level
+            assert np.prod(value[:-1]) == tiles, value
+        else:                                   # or at one level under an outermost factor that rounds them up
+            outermost, *middle = value[:-1]
+            assert outermost in GUARD_MULTIPLES and sorted(middle)[0] == 1, value
+            assert outermost * max(middle) == -(-tiles // outermost) * outermost, value
+            assert outermost * max(middle) * inner * 100 <= GUARD_SLACK_PERCENT * 1024, value
+
+
+def test_a_tile_count_rounded_up_to_the_outermost_factor_lowers_to_the_reference():
+    """10 rows in 2 x 2 tiles of 4 cover 16: the third tile is partly past the end, the fourth wholly."""
+    task = get_task("GMM", 10, DEPTH, COLUMNS)
+    steps = [{"kind": "split", "node": "O", "loop": "i", "factors": [2, 2, 4]}, {"kind": "unroll", "node": "O", "loop": "i.2"}]
+    func = peel_tails(lower(task, Schedule.from_json(json.dumps(steps)).apply(analyze(task))).func)
+    inputs = task.random_inputs(seed=3)
+    out = np.empty(func.params[-1].shape, np.float32)
+    run(legalize(func), [*inputs, out])
+    np.testing.assert_allclose(out, task.evaluate(*inputs)[0], rtol=1e-5, atol=1e-5)
 
 
 def test_register_tiles_may_take_rows_that_leave_a_remainder():
