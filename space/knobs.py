@@ -91,7 +91,8 @@ def _padded_inner_factorisations(extent, caps):
                 found.append(tuple(tiles if position == level else 1 for position in range(len(caps) - 1)) + (inner,))
         for outermost in GUARD_MULTIPLES:
             rest = _ceil_div(tiles, outermost)
-            if rest < 2 or outermost * rest * inner * 100 > GUARD_SLACK_PERCENT * extent:
+            # The outermost factor must be the ceil-divided rest of the extent, as a guarded split's is.
+            if rest < 2 or _ceil_div(extent, rest * inner) != outermost:
                 continue
             if caps[0] is not None and outermost > caps[0]:
                 continue

@@ -3,6 +3,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from analysis import analyze
 from cases import SHAPES
@@ -15,7 +16,7 @@ from codegen.peel import peel_tails
 from flexsched.registry import get_task
 from flexsched.schedule import Schedule
 from space import generate
-from space.knobs import GUARD_MULTIPLES, GUARD_SLACK_PERCENT, SplitKnob
+from space.knobs import GUARD_MULTIPLES, SplitKnob
 
 ROWS, DEPTH, COLUMNS, TILE = 50, 16, 8, 6   # 50 rows in 9 tiles of 6: the last has 2 rows
 
@@ -84,8 +85,18 @@ def test_padded_inner_splits_run_their_tiles_at_one_level_under_a_round_outermos
         else:                                   # or at one level under an outermost factor that rounds them up
             outermost, *middle = value[:-1]
             assert outermost in GUARD_MULTIPLES and sorted(middle)[0] == 1, value
-            assert outermost * max(middle) == -(-tiles // outermost) * outermost, value
-            assert outermost * max(middle) * inner * 100 <= GUARD_SLACK_PERCENT * 1024, value
+            assert max(middle) == -(-tiles // outermost) and outermost == -(-1024 // (max(middle) * inner)), value
+
+
+@pytest.mark.parametrize("extent", [14, 28, 56, 112, 196, 256, 784, 1024, 3136])
+def test_every_padded_inner_split_is_one_a_schedule_accepts(extent):
+    """Each outer factor but the first must leave the first as the ceil-divided rest of the extent."""
+    task = get_task("GMM", extent, DEPTH, COLUMNS)
+    knob = SplitKnob("O.split.i", extent, 4, caps=(None, None, None, 8), padded_inner=True)
+    for value in knob.values:
+        assert value[0] == -(-extent // np.prod(value[1:])), value
+    for value in knob.values[::7]:
+        Schedule.from_json(json.dumps([{"kind": "split", "node": "O", "loop": "i", "factors": list(value)}])).apply(analyze(task))
 
 
 def test_a_tile_count_rounded_up_to_the_outermost_factor_lowers_to_the_reference():
