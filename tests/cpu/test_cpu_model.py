@@ -111,3 +111,24 @@ def test_the_cli_tunes_with_the_model_and_says_so():
     assert "roofline (predicted)" in text
     assert "predicted:" in text and "seg_0:" in text
     assert json.loads(text.splitlines()[-1])["predicted"] is True
+
+
+@pytest.mark.parametrize("name", ["llvm", "llvm -mattr=-avx512f"])
+def test_a_versioned_tiles_guarded_copy_counts_only_where_it_runs(name):
+    """6-row tiles over 256 rows as 2 x 22 x 6 (264): the copy without bounds tests runs at 42 tiles
+    of 44, the guarded one at 2; counted as running every time, the guarded copy made the model
+    see 1.7 times the multiply-adds."""
+    steps = [{"kind": "cache_write", "node": "O", "scope": "local"},
+             {"kind": "split", "node": "O", "loop": "i", "factors": [2, 1, 22, 6]},
+             {"kind": "split", "node": "O", "loop": "j", "factors": [4, 1, 4, 16]},
+             {"kind": "split", "node": "O.local", "loop": "rk", "factors": [64, 4, 1]},
+             {"kind": "reorder", "node": "O", "order": ["i.0", "j.0", "i.1", "j.1", "i.2", "j.2", "i.3", "j.3"]},
+             {"kind": "vectorize", "node": "O", "loop": "j.3"}, {"kind": "unroll", "node": "O", "loop": "i.3"},
+             {"kind": "reorder", "node": "O.local", "order": ["rk.0", "rk.1", "rk.2", "i", "j"]},
+             {"kind": "compute_at", "node": "O.local", "consumer": "O", "loop": "j.2"},
+             {"kind": "vectorize", "node": "O.local", "loop": "j"}, {"kind": "unroll", "node": "O.local", "loop": "i"},
+             {"kind": "unroll", "node": "O.local", "loop": "rk.1"}]
+    target = get_target(name).with_(cores=1)
+    (segment,) = estimate(get_task("GMM", 256, 256, 256), Schedule.from_json(json.dumps(steps)), target).segments
+    assert segment.unresolved_loops == 0
+    assert segment.fma_lanes == pytest.approx(256 ** 3, rel=0.05)
