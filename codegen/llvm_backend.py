@@ -528,9 +528,10 @@ class _FunctionEmitter:
         """The buffers read by a reduction's unrolled steps into a register tile of more accumulators
         than half the vector registers, or None where the loop is no such thing. LLVM merges the loads
         that recur from one step to the next (a 3 x 3 convolution reads most inputs again at the next
-        filter column) and keeps them live: with 12 accumulators of 16 registers that spilled (AVX2
-        code, YOLO C4: 0.43-0.51x oneDNN; fenced, 0.95-0.99). Smaller tiles are left alone: the merged
-        loads fit beside them, and fenced, an 8-accumulator C6 tile ran 4-7% slower."""
+        filter column) and keeps them live: with 12 accumulators of 16 registers a small convolution's
+        tile spilled 71 vectors (YOLO C4's and GMM's 12-accumulator tiles, whose steps LLVM did not
+        merge so, ran as fast fenced as not). Smaller tiles are left alone: the merged loads fit
+        beside them, and fenced, an 8-accumulator C6 tile ran 4-7% slower."""
         stores = [stmt for stmt in walk_stmts(loop.body) if isinstance(stmt, Store)]
         if not stores or not all(isinstance(self.pointers.get(store.buffer), ir.AllocaInstr)
                                  and not any(self._mentions(index, loop.var) for index in access_indices(store))

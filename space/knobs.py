@@ -76,11 +76,12 @@ def _guarded_factorisations(extent, caps):
 def _padded_inner_factorisations(extent, caps):
     """Splits whose innermost factor does not divide the extent: the tiles, ceil-divided, run at
     one outer level (the others 1), or at one inner level under an outermost factor from
-    GUARD_MULTIPLES, so a parallel outer loop keeps a packed panel shared by many tiles; the last
-    tiles are guarded (a register tile of 6 rows over 1024 rows as 2 x 86 x 6: AVX2 code, GMM ran at
-    1.09-1.12x oneDNN, against 0.55-0.57 as 171 x 6 whose every tile packed its own panel; the
-    lowering peels the ragged tile off, see codegen.peel). Not every factorisation of the tile
-    count: those would mostly add odd factors (171 = 9 x 19) that crowd the knob's moves."""
+    GUARD_MULTIPLES, so a parallel outer loop keeps a packed panel shared by many tiles (a register
+    tile of 6 rows over 1024 rows as 2 x 86 x 6: AVX2 code, GMM ran at 1.09-1.12x oneDNN, against
+    0.55-0.57 as 171 x 6, whose every tile packed its own panel). The tiles past the end run a
+    guarded copy (codegen.peel peels a last one off, codegen.version tests each before it starts).
+    Not every factorisation of the tile count: those would mostly add odd factors (171 = 9 x 19)
+    that crowd the knob's moves."""
     found = []
     for inner in range(2, (caps[-1] or 0) + 1):
         tiles = _ceil_div(extent, inner)
