@@ -263,18 +263,13 @@ def _asm_loops(loops):
     return found
 
 
-def _ir_loops(stmt, outlined=None):
-    """{loop: its enclosing loops, outermost first} of the IR loops that stay loops in the
-    assembly, in pre-order: counted loops of more than one iteration (unrolled and vector loops
-    are laid out; a vector loop that cannot be one vector body and is too long to unroll stays a
-    loop), and the parallel loop, whose bounds are arguments."""
-    return {node: outer for node, (outer, _) in _ir_loops_and_shares(stmt, outlined).items()}
-
-
 def _ir_loops_and_shares(stmt, outlined=None):
-    """{loop: (its enclosing loops, the share of its enclosing loop's iterations that reach it)}
-    of the IR loops _ir_loops keeps: the branches between a loop and the one enclosing it run
-    where their conditions hold (branch_share)."""
+    """{loop: (its enclosing loops, outermost first; the share of its enclosing loop's iterations
+    that reach it)} of the IR loops that stay loops in the assembly, in pre-order: counted loops of
+    more than one iteration (unrolled and vector loops are laid out; a vector loop that cannot be
+    one vector body and is too long to unroll stays a loop), and the parallel loop, whose bounds are
+    arguments. The branches between a loop and the one enclosing it run where their conditions
+    hold (branch_share)."""
     found = {}
     stack = [(stmt, (), {}, 1.0)]
     while stack:
