@@ -5,7 +5,8 @@ blocked buffer its physical shape (flexsched.schedule.physical_shape) and rewrit
 of a blocked dimension into i // block in place and i % block innermost. Where i is a sum whose
 terms are multiples of the block but for one part provably inside 0..block-1 (a split loop whose
 inner factor is the block), the quotient and remainder are those terms themselves, so the
-innermost block stays contiguous along the vectorised loop.
+innermost block stays contiguous along the vectorised loop. A dimension stored in phases
+(flexsched.schedule.Deinterleave) becomes (i % phases, i // phases) in place.
 
 An input or output blocked only inside the kernel is converted there: a blocked workspace is
 filled from the caller's array before the computation, or copied out to it after, and that
@@ -94,32 +95,46 @@ def from_blocked(array, logical_shape, blockings):
 
 
 def split_index(index, block):
-    """(index // block, index % block), exact where the index's terms allow."""
+    """(index // block, index % block), exact where the index's terms allow: the terms that are
+    multiples of the block go to the quotient whole, and only the rest is divided (floor division
+    makes (q * block + rest) // block equal to q + rest // block for any rest), so a loop whose
+    coefficient the block divides stays affine in the quotient (a stride-2 read 2 * w + s in
+    phases of 2 is w + s // 2 at phase s % 2)."""
     index = as_expr(index, "int64")
     parts = split_terms(index, {v.name for v in iter_vars_of(index)})
-    if parts is not None:
-        terms, _, constant = parts
-        quotient = as_expr(constant // block, "int64")
-        rest = as_expr(constant % block, "int64")
-        for coefficient, term in terms:
-            if coefficient % block == 0:
-                quotient = quotient + term * (coefficient // block)
-            else:
-                rest = rest + term * coefficient
-        bounds = interval(rest)
-        if bounds is not None and 0 <= bounds[0] and bounds[1] < block:
-            return quotient, rest
-    return index // block, index % block
+    if parts is None:
+        return index // block, index % block
+    terms, _, constant = parts
+    quotient = as_expr(constant // block, "int64")
+    rest = as_expr(constant % block, "int64")
+    for coefficient, term in terms:
+        if coefficient % block == 0:
+            quotient = quotient + term * (coefficient // block)
+        else:
+            rest = rest + term * coefficient
+    bounds = interval(rest)
+    if bounds is not None and 0 <= bounds[0] and bounds[1] < block:
+        return quotient, rest
+    if _is_constant(quotient):   # nothing left the block divides: the plain form, as simple
+        return index // block, index % block
+    return quotient + rest // block, rest % block
+
+
+def _is_constant(expr):
+    return not iter_vars_of(expr)
 
 
 def physical_indices(indices, blockings):
     """Logical indices of a blocked buffer as its physical ones."""
-    outer, inner = list(indices), []
+    outer, inner = [(index,) for index in indices], []
     for blocking in blockings:
         quotient, remainder = split_index(indices[blocking.dim], blocking.block)
-        outer[blocking.dim] = quotient
-        inner.append(remainder)
-    return tuple(outer) + tuple(inner)
+        if blocking.phases:
+            outer[blocking.dim] = (remainder, quotient)
+        else:
+            outer[blocking.dim] = (quotient,)
+            inner.append(remainder)
+    return tuple(index for dims in outer for index in dims) + tuple(inner)
 
 
 def apply_layouts(func, layouts, inputs, outputs):

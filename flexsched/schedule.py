@@ -567,20 +567,25 @@ class Partition(Step):
 
 @dataclass(frozen=True)
 class Blocking:
-    """One dimension of a stored tensor split by `block`, the inner part moved innermost."""
+    """One dimension of a stored tensor split by `block`, the inner part moved innermost; with
+    `phases`, split into `block` phases in place instead: index i stored at (i % block, i // block)."""
 
     dim: int
     block: int
     interface: bool = False
+    phases: bool = False
 
 
 def physical_shape(shape, blockings):
     """The shape a tensor is stored in under its blockings: each blocked dimension divided by its
-    block in place, then the blocks, innermost last (NCHW with c=16 is N, C/16, H, W, 16)."""
-    outer = list(shape)
+    block in place, then the blocks, innermost last (NCHW with c=16 is N, C/16, H, W, 16); a
+    dimension split into phases becomes (phases, extent / phases) in place (W=16 by 2 is 2, 8)."""
+    outer = [(extent,) for extent in shape]
     for blocking in blockings:
-        outer[blocking.dim] //= blocking.block
-    return tuple(outer) + tuple(blocking.block for blocking in blockings)
+        extent = shape[blocking.dim] // blocking.block
+        outer[blocking.dim] = (blocking.block, extent) if blocking.phases else (extent,)
+    inner = tuple(blocking.block for blocking in blockings if not blocking.phases)
+    return tuple(extent for dims in outer for extent in dims) + inner
 
 
 @_step
@@ -620,7 +625,43 @@ class Layout(Step):
         if earlier and earlier[0].interface != self.interface:
             raise ScheduleError(f"{self.label()}: tensor '{self.tensor}' is already blocked with interface="
                                 f"{earlier[0].interface}; all its blockings must agree")
+        if any(blocking.phases for blocking in earlier):
+            raise ScheduleError(f"{self.label()}: tensor '{self.tensor}' is stored in phases and cannot also be blocked")
         state.layouts[self.tensor] = earlier + (Blocking(self.dim, self.block, bool(self.interface)),)
+
+
+@_step
+class Deinterleave(Step):
+    """Store a tensor the kernel computes with dimension `dim` split into `stride` phases: index i at
+    (i % stride, i // stride), so a loop reading every stride-th element (a strided convolution's
+    input) reads one phase contiguously and a vector of its lanes is one plain load."""
+
+    kind: ClassVar[str] = "deinterleave"
+    tensor: str
+    dim: int
+    stride: int
+
+    def label(self):
+        return f"deinterleave on tensor '{self.tensor}'"
+
+    def apply(self, state):
+        if self.tensor not in state.tensor_shapes:
+            raise ScheduleError(f"{self.label()}: no tensor '{self.tensor}'")
+        if self.tensor in state.inputs + state.outputs:
+            raise ScheduleError(f"{self.label()}: '{self.tensor}' is an input or output; only a tensor the "
+                                "kernel computes is stored in phases")
+        stage = state.stages.get(self.tensor)
+        if stage is not None and stage.attach == "inline":
+            raise ScheduleError(f"{self.label()}: node '{self.tensor}' is inlined and is never stored")
+        shape = state.tensor_shapes[self.tensor]
+        if not _is_count(self.dim) or not 0 <= self.dim < len(shape):
+            raise ScheduleError(f"{self.label()}: tensor '{self.tensor}' has no dimension {self.dim!r}")
+        if not _is_count(self.stride) or self.stride < 2 or shape[self.dim] % self.stride:
+            raise ScheduleError(f"{self.label()}: stride {self.stride!r} must be 2 or more and divide dimension "
+                                f"{self.dim} of '{self.tensor}' (extent {shape[self.dim]})")
+        if state.layouts.get(self.tensor):
+            raise ScheduleError(f"{self.label()}: tensor '{self.tensor}' is already stored blocked or in phases")
+        state.layouts[self.tensor] = (Blocking(self.dim, self.stride, phases=True),)
 
 
 # ---------------------------------------------------------------- schedules

@@ -249,3 +249,29 @@ def test_a_merged_argument_of_the_wrong_shape_or_strides_is_refused_by_name(poin
     i, w = task.random_inputs(1)
     with pytest.raises(ValueError, match=message):
         kernel(*arrays(i, w, np.zeros((1, 4, 6, 5), np.float32)))
+
+
+def test_a_stride_two_convolutions_input_vectors_are_plain_loads_once_stored_in_phases():
+    """Eight output pixels of a stride-2 convolution read sixteen input elements, every other one:
+    with the padded input stored in two phases (the space's Deinterleave) the vector is one load, where
+    it was a wide load and shuffles; the kernel matches the reference either way."""
+    from flexsched.schedule import Deinterleave, Schedule
+    target = get_target("llvm -mattr=-avx512f")   # 8 lanes, on an AVX2 or AVX-512 host
+    task = get_task("C2D", 1, 16, 16, 16, 16, 3, 2, 1)
+    space = generate(analyze(task), target)
+    config = space.config(space.random_point(0)).to_dict()
+    config.update({"O.split.k": (2, 1, 2, 4), "O.split.h": (4, 1, 1, 2), "O.split.w": (1, 1, 1, 8),
+                   "O.split.rh": (1, 1, 3), "O.split.rw": (1, 1, 3), "O.accumulate": "registers", "O.vector": "w",
+                   "O.pack.pad": "none", "O.pack.W": "none", "pad.attach": "root"})
+    schedule = space.schedule(Config.from_dict(config))
+    assert Deinterleave("pad", 3, 2) in schedule.steps
+    inputs = task.random_inputs(0)
+    shuffles = {}
+    for phased, steps in ((True, schedule.steps), (False, [s for s in schedule.steps if not isinstance(s, Deinterleave)])):
+        kernel = build(task, Schedule(tuple(steps)), target)
+        np.testing.assert_allclose(kernel.run(*inputs)[0], task.evaluate(*inputs)[0], rtol=1e-4, atol=1e-4)
+        blocks = re.split(r"\n(?=\.LBB)", kernel.compiled.asm())
+        loop = max(blocks, key=lambda block: block.count("vfmadd"))
+        assert loop.count("vfmadd") >= 8 * 3
+        shuffles[phased] = re.findall(r"\b(?:vshuf|vperm|vunpck|vblend|vinsert|vextract|vgather|vpgather)\w*", loop)
+    assert shuffles[True] == [] and shuffles[False]

@@ -126,3 +126,47 @@ def test_a_long_conversion_row_without_a_strip_of_whole_vectors_stays_as_it_is()
     outputs, lowered, reference = interpreted(get_task("GMM", 16, 12, 67), [Layout("O", 0, 8)])
     np.testing.assert_allclose(outputs[0], reference[0], rtol=1e-5, atol=1e-5)
     assert _output_conversion(lowered) == [("O.c0o", 2, "parallel"), ("O.c0i", 8, "serial"), ("O.c1", 67, "serial")]
+
+
+def test_a_strided_index_in_phases_keeps_its_loop_affine_in_the_quotient():
+    w, s = var("w", 8), var("s", 3)
+    assert [format_expr(part) for part in split_index(w * 2 + s, 2)] == ["w + s // 2", "s % 2"]
+    # Floor division: a negative offset moves the quotient, never the loop's coefficient.
+    assert [format_expr(part) for part in split_index(w * 2 + s - 1, 2)] == ["-1 + w + (1 + s) // 2", "(1 + s) % 2"]
+
+
+def test_a_dimension_in_phases_is_stored_phase_by_phase_in_place():
+    from flexsched.schedule import physical_shape
+    assert physical_shape((1, 4, 10, 18), (Blocking(3, 2, phases=True),)) == (1, 4, 10, 2, 9)
+    assert physical_shape((1, 4, 10, 18), (Blocking(2, 2, phases=True),)) == (1, 4, 2, 5, 18)
+
+
+def test_a_stride_two_convolution_with_its_padded_input_in_phases_matches_the_reference():
+    from flexsched.schedule import Deinterleave
+    task = get_task("C2D", 1, 3, 10, 10, 4, 3, 2, 1)
+    outputs, lowered, reference = interpreted(task, [Deinterleave("pad", 3, 2)])
+    np.testing.assert_allclose(outputs[0], reference[0], rtol=1e-5, atol=1e-5)
+    assert [p.shape for p in lowered.func.params if p.name == "pad"] == [(1, 3, 12, 2, 6)]
+
+
+@pytest.mark.parametrize("step, message", [
+    (("I", 3, 2), "'I' is an input or output"),
+    (("pad", 3, 5), "stride 5 must be 2 or more and divide dimension 3 of 'pad' \\(extent 12\\)"),
+    (("pad", 4, 2), "tensor 'pad' has no dimension 4"),
+])
+def test_a_deinterleave_that_cannot_apply_names_the_tensor(step, message):
+    from flexsched.schedule import Deinterleave, ScheduleError
+    from analysis import analyze
+    task = get_task("C2D", 1, 3, 10, 10, 4, 3, 2, 1)
+    with pytest.raises(ScheduleError, match=message):
+        Schedule((Deinterleave(*step),)).apply(analyze(task))
+
+
+def test_a_tensor_is_stored_either_blocked_or_in_phases():
+    from flexsched.schedule import Deinterleave, ScheduleError
+    from analysis import analyze
+    info = analyze(get_task("C2D", 1, 4, 10, 10, 4, 3, 2, 1))
+    with pytest.raises(ScheduleError, match="already stored blocked or in phases"):
+        Schedule((Layout("pad", 1, 2), Deinterleave("pad", 3, 2))).apply(info)
+    with pytest.raises(ScheduleError, match="is stored in phases and cannot also be blocked"):
+        Schedule((Deinterleave("pad", 3, 2), Layout("pad", 1, 2))).apply(info)

@@ -24,7 +24,7 @@ from analysis import analyze
 from flexsched.registry import get_task
 from flexsched.schedule import (
     CACHE_SCOPES, MAX_UNROLL, MAX_VECTOR_LANES, THREAD_AXES, Bind, Buffer, CacheRead, CacheWrite,
-    ComputeAt, ComputeInline, Fuse, Layout, Parallel, Partition, Pipeline, Reorder, Schedule, ScheduleError,
+    ComputeAt, ComputeInline, Deinterleave, Fuse, Layout, Parallel, Partition, Pipeline, Reorder, Schedule, ScheduleError,
     ScheduleState, Split, Unroll, Vectorize, physical_shape, step_from_dict, step_kinds)
 
 
@@ -578,6 +578,7 @@ def every_kind_schedule():
         Buffer("O.local", "W.shared", "rc"),
         Partition("O.local", "W.shared", 1, 4),
         Layout("W", 1, 4),
+        Deinterleave("O.local", 3, 2),
     ))
 
 

@@ -491,3 +491,29 @@ def test_an_s0_panel_is_made_once_per_parallel_iteration_for_every_tile_inside_i
             panel = state.stages["B.local"]
             # Just inside the S0 level (the parallel loop where it fuses the whole level), outside every tile.
             assert panel.attach == "at" and panel.attach_to == ("O", anchor), (accumulate, fuse)
+
+
+def _strided_conv_config(stride, **changes):
+    """(space, a register-tile config vectorising the output's width) of a small 3 x 3 convolution."""
+    task = get_task("C2D", 1, 16, 16, 16, 16, 3, stride, 1)
+    space = generate(analyze(task), get_target("llvm -mattr=-avx512f"))
+    config = space.config(space.random_point(0)).to_dict()
+    config.update({"O.split.k": (2, 1, 2, 4), "O.split.h": (16 // stride // 2, 1, 1, 2),
+                   "O.split.w": (16 // stride // 8, 1, 1, 8), "O.accumulate": "registers", "O.vector": "w",
+                   "O.pack.pad": "none", "O.pack.W": "none", "pad.attach": "root", **changes})
+    return space, Config.from_dict(config)
+
+
+def test_a_strided_convolution_vectorised_along_the_width_reads_its_padded_input_in_phases():
+    from flexsched.schedule import Deinterleave
+
+    def phases(stride, **changes):
+        space, config = _strided_conv_config(stride, **changes)
+        return [step for step in space.schedule(config).steps if isinstance(step, Deinterleave)]
+
+    assert phases(2) == [Deinterleave("pad", 3, 2)]
+    assert phases(2, **{"O.accumulate": "memory"}) == [Deinterleave("pad", 3, 2)]
+    assert phases(1) == []                                          # every element is read
+    assert phases(2, **{"O.vector": "k"}) == []                     # the lanes are channels
+    assert phases(2, **{"O.pack.pad": "S0"}) == []                  # the tile reads the packed copy
+    assert phases(2, **{"pad.attach": "at"}) == []                  # a region the stride need not divide
