@@ -201,7 +201,7 @@ def apply_layouts(func, layouts, inputs, outputs):
 def _check_fits(buffer, blockings):
     for blocking in blockings:
         extent = buffer.shape[blocking.dim]
-        if extent % blocking.block:
+        if extent % blocking.block and not blocking.phases:   # phases are rounded up
             raise LayoutError(f"buffer '{buffer.name}': dimension {blocking.dim} (extent {extent}) is not a "
                               f"multiple of its block {blocking.block}")
 

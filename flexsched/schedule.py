@@ -579,11 +579,13 @@ class Blocking:
 def physical_shape(shape, blockings):
     """The shape a tensor is stored in under its blockings: each blocked dimension divided by its
     block in place, then the blocks, innermost last (NCHW with c=16 is N, C/16, H, W, 16); a
-    dimension split into phases becomes (phases, extent / phases) in place (W=16 by 2 is 2, 8)."""
+    dimension split into phases becomes (phases, extent / phases rounded up) in place (W=16 by 2 is
+    2, 8; W=15 is 2, 8 with the last place of the second phase unused)."""
     outer = [(extent,) for extent in shape]
     for blocking in blockings:
-        extent = shape[blocking.dim] // blocking.block
-        outer[blocking.dim] = (blocking.block, extent) if blocking.phases else (extent,)
+        extent = shape[blocking.dim]
+        outer[blocking.dim] = (blocking.block, -(-extent // blocking.block)) if blocking.phases \
+            else (extent // blocking.block,)
     inner = tuple(blocking.block for blocking in blockings if not blocking.phases)
     return tuple(extent for dims in outer for extent in dims) + inner
 
@@ -634,7 +636,8 @@ class Layout(Step):
 class Deinterleave(Step):
     """Store a tensor the kernel computes with dimension `dim` split into `stride` phases: index i at
     (i % stride, i // stride), so a loop reading every stride-th element (a strided convolution's
-    input) reads one phase contiguously and a vector of its lanes is one plain load."""
+    input) reads one phase contiguously and a vector of its lanes is one plain load. The stride need
+    not divide the extent (a cache holds a region of any size): each phase is rounded up."""
 
     kind: ClassVar[str] = "deinterleave"
     tensor: str
@@ -656,9 +659,9 @@ class Deinterleave(Step):
         shape = state.tensor_shapes[self.tensor]
         if not _is_count(self.dim) or not 0 <= self.dim < len(shape):
             raise ScheduleError(f"{self.label()}: tensor '{self.tensor}' has no dimension {self.dim!r}")
-        if not _is_count(self.stride) or self.stride < 2 or shape[self.dim] % self.stride:
-            raise ScheduleError(f"{self.label()}: stride {self.stride!r} must be 2 or more and divide dimension "
-                                f"{self.dim} of '{self.tensor}' (extent {shape[self.dim]})")
+        if not _is_count(self.stride) or not 2 <= self.stride <= shape[self.dim]:
+            raise ScheduleError(f"{self.label()}: stride {self.stride!r} must lie in 2..{shape[self.dim]}, the "
+                                f"extent of dimension {self.dim} of '{self.tensor}'")
         if state.layouts.get(self.tensor):
             raise ScheduleError(f"{self.label()}: tensor '{self.tensor}' is already stored blocked or in phases")
         state.layouts[self.tensor] = (Blocking(self.dim, self.stride, phases=True),)

@@ -229,23 +229,25 @@ def _layout_steps(info, node, axis, width, packed):
 
 
 def _deinterleave_steps(info, config, node, axis, packed):
-    """Deinterleave steps for the producers a node reads every k-th element of along its vectorised
-    loop (a stride-k convolution's padded input): each such producer computed at root and read
-    unpacked is stored in k phases along that dimension, so a vector of the loop's lanes is one
-    load. (On YOLO C14, 3 x 3 stride 2, its searched best ran 1.29-1.41x as fast with its padded
-    input in phases, AVX-512 and AVX2 code alike, the strided vectors having cost a wide load and
-    three shuffles each.) A producer computed inside another loop holds a region whose extent the
-    stride need not divide, so it stays as it is."""
-    steps = []
+    """Deinterleave steps for what a node's vectorised loop reads every k-th element of (a stride-k
+    convolution's padded input): the packed copy it reads (packed: source -> cache), else the producer
+    itself, stored in k phases along that dimension, so a vector of the loop's lanes is one load.
+    (On YOLO C14, 3 x 3, stride 2, its searched best ran 1.29-1.41x as fast with its padded input in
+    phases, AVX-512 and AVX2 code alike, the strided vectors having cost a wide load and three
+    shuffles each.) An input read unpacked keeps the caller's layout, and an inlined producer is
+    never stored."""
+    steps, done = [], set()
     for access in node.reads:
-        if access.tensor in packed or access.tensor in {step.tensor for step in steps} \
-                or producer_attachment(info, config, access.tensor) != ATTACH_ROOT:
+        stored = packed.get(access.tensor)
+        if stored is None and producer_attachment(info, config, access.tensor) in (ATTACH_ROOT, ATTACH_AT):
+            stored = access.tensor
+        if stored is None or stored in done:
             continue
-        shape = info.tensor(access.tensor).shape
         for position, index in enumerate(access.indices):
             stride = index.coefficient(axis) if index.affine else 0
-            if stride > 1 and shape[position] % stride == 0:
-                steps.append(Deinterleave(access.tensor, position, stride))
+            if stride > 1:
+                steps.append(Deinterleave(stored, position, stride))
+                done.add(stored)
                 break
     return steps
 
@@ -402,7 +404,7 @@ def _node_steps(info, target, node, config, caches):
     reads, places = _pack_steps(info, node, config, tokens, caches, node.name, levels)
     if vectorized and node.reduce:
         places += _deinterleave_steps(info, config, node, vectorized[0].rsplit(".", 1)[0],
-                                      {read.tensor for read in reads})
+                                      {read.tensor: place.node for read, place in zip(reads, places)})
     return reads + steps + places, (node.name, parallel or nest[0])
 
 
@@ -459,7 +461,8 @@ def _register_tile_steps(info, target, node, config, caches):
         layouts = _layout_steps(info, node, axis, extents[f"{axis}.3"], packed)
         places += layouts + _reduce_block_steps(info, node, config, {step.tensor for step in layouts})
     elif vector_steps:
-        places += _deinterleave_steps(info, config, node, axis, {read.tensor for read in reads})
+        places += _deinterleave_steps(info, config, node, axis,
+                                      {read.tensor: place.node for read, place in zip(reads, places)})
     # A producer attached 'at' this node is made once per iteration of its parallel loop, as for a node
     # accumulating in memory, not inside every tile: YOLO C1's padding, recomputed per 4-pixel tile with
     # its bound tests, took as many samples as the tile's FMAs (AVX2: 106 GFLOPS; made once per parallel

@@ -139,6 +139,7 @@ def test_a_dimension_in_phases_is_stored_phase_by_phase_in_place():
     from flexsched.schedule import physical_shape
     assert physical_shape((1, 4, 10, 18), (Blocking(3, 2, phases=True),)) == (1, 4, 10, 2, 9)
     assert physical_shape((1, 4, 10, 18), (Blocking(2, 2, phases=True),)) == (1, 4, 2, 5, 18)
+    assert physical_shape((1, 4, 10, 15), (Blocking(3, 2, phases=True),)) == (1, 4, 10, 2, 8)   # rounded up
 
 
 def test_a_stride_two_convolution_with_its_padded_input_in_phases_matches_the_reference():
@@ -149,9 +150,22 @@ def test_a_stride_two_convolution_with_its_padded_input_in_phases_matches_the_re
     assert [p.shape for p in lowered.func.params if p.name == "pad"] == [(1, 3, 12, 2, 6)]
 
 
+def test_a_region_whose_extent_the_stride_does_not_divide_is_stored_in_rounded_up_phases():
+    from flexsched.schedule import CacheRead, ComputeAt, Deinterleave
+    task = get_task("C2D", 1, 3, 10, 10, 4, 3, 2, 1)
+    # Output columns 0..4 in two tiles of 3 (the second guarded): each tile's copy of the padded input
+    # is 7 wide, and its two phases hold 4 and 3 columns.
+    steps = [CacheRead("pad", "local", ("O",)), Split("O", "w", (2, 3)), ComputeAt("pad.local", "O", "w.0"),
+             Deinterleave("pad.local", 3, 2)]
+    outputs, lowered, reference = interpreted(task, steps)
+    np.testing.assert_allclose(outputs[0], reference[0], rtol=1e-5, atol=1e-5)
+    from codegen.ir import Allocate
+    assert [s.buffer.shape for s in walk_stmts(lowered.func.body) if isinstance(s, Allocate)] == [(1, 3, 3, 2, 4)]
+
+
 @pytest.mark.parametrize("step, message", [
     (("I", 3, 2), "'I' is an input or output"),
-    (("pad", 3, 5), "stride 5 must be 2 or more and divide dimension 3 of 'pad' \\(extent 12\\)"),
+    (("pad", 3, 13), "stride 13 must lie in 2..12, the extent of dimension 3 of 'pad'"),
     (("pad", 4, 2), "tensor 'pad' has no dimension 4"),
 ])
 def test_a_deinterleave_that_cannot_apply_names_the_tensor(step, message):

@@ -513,7 +513,7 @@ def test_a_strided_convolution_vectorised_along_the_width_reads_its_padded_input
 
     assert phases(2) == [Deinterleave("pad", 3, 2)]
     assert phases(2, **{"O.accumulate": "memory"}) == [Deinterleave("pad", 3, 2)]
+    assert phases(2, **{"pad.attach": "at"}) == [Deinterleave("pad", 3, 2)]          # its region, in phases
+    assert phases(2, **{"O.pack.pad": "S0"}) == [Deinterleave("pad.local", 3, 2)]    # the copy the tile reads
     assert phases(1) == []                                          # every element is read
     assert phases(2, **{"O.vector": "k"}) == []                     # the lanes are channels
-    assert phases(2, **{"O.pack.pad": "S0"}) == []                  # the tile reads the packed copy
-    assert phases(2, **{"pad.attach": "at"}) == []                  # a region the stride need not divide
