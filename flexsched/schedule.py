@@ -590,6 +590,20 @@ def physical_shape(shape, blockings):
     return tuple(extent for dims in outer for extent in dims) + inner
 
 
+def _stored_shape(step, state):
+    """The shape of the tensor a layout step stores, once it is known to be stored and to have the
+    step's dimension."""
+    if step.tensor not in state.tensor_shapes:
+        raise ScheduleError(f"{step.label()}: no tensor '{step.tensor}'")
+    stage = state.stages.get(step.tensor)
+    if stage is not None and stage.attach == "inline":
+        raise ScheduleError(f"{step.label()}: node '{step.tensor}' is inlined and is never stored")
+    shape = state.tensor_shapes[step.tensor]
+    if not _is_count(step.dim) or not 0 <= step.dim < len(shape):
+        raise ScheduleError(f"{step.label()}: tensor '{step.tensor}' has no dimension {step.dim!r}")
+    return shape
+
+
 @_step
 class Layout(Step):
     """Store a tensor in a blocked layout: split dimension `dim` by `block` and move the inner part
@@ -607,14 +621,7 @@ class Layout(Step):
         return f"layout on tensor '{self.tensor}'"
 
     def apply(self, state):
-        if self.tensor not in state.tensor_shapes:
-            raise ScheduleError(f"{self.label()}: no tensor '{self.tensor}'")
-        stage = state.stages.get(self.tensor)
-        if stage is not None and stage.attach == "inline":
-            raise ScheduleError(f"{self.label()}: node '{self.tensor}' is inlined and is never stored")
-        shape = state.tensor_shapes[self.tensor]
-        if not _is_count(self.dim) or not 0 <= self.dim < len(shape):
-            raise ScheduleError(f"{self.label()}: tensor '{self.tensor}' has no dimension {self.dim!r}")
+        shape = _stored_shape(self, state)
         if not _is_count(self.block) or self.block < 2 or shape[self.dim] % self.block:
             raise ScheduleError(f"{self.label()}: block {self.block!r} must be 2 or more and divide dimension "
                                 f"{self.dim} of '{self.tensor}' (extent {shape[self.dim]})")
@@ -648,17 +655,10 @@ class Deinterleave(Step):
         return f"deinterleave on tensor '{self.tensor}'"
 
     def apply(self, state):
-        if self.tensor not in state.tensor_shapes:
-            raise ScheduleError(f"{self.label()}: no tensor '{self.tensor}'")
+        shape = _stored_shape(self, state)
         if self.tensor in state.inputs + state.outputs:
             raise ScheduleError(f"{self.label()}: '{self.tensor}' is an input or output; only a tensor the "
                                 "kernel computes is stored in phases")
-        stage = state.stages.get(self.tensor)
-        if stage is not None and stage.attach == "inline":
-            raise ScheduleError(f"{self.label()}: node '{self.tensor}' is inlined and is never stored")
-        shape = state.tensor_shapes[self.tensor]
-        if not _is_count(self.dim) or not 0 <= self.dim < len(shape):
-            raise ScheduleError(f"{self.label()}: tensor '{self.tensor}' has no dimension {self.dim!r}")
         if not _is_count(self.stride) or not 2 <= self.stride <= shape[self.dim]:
             raise ScheduleError(f"{self.label()}: stride {self.stride!r} must lie in 2..{shape[self.dim]}, the "
                                 f"extent of dimension {self.dim} of '{self.tensor}'")
