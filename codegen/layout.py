@@ -115,13 +115,9 @@ def split_index(index, block):
     bounds = interval(rest)
     if bounds is not None and 0 <= bounds[0] and bounds[1] < block:
         return quotient, rest
-    if _is_constant(quotient):   # nothing left the block divides: the plain form, as simple
+    if not iter_vars_of(quotient):   # nothing left the block divides: the plain form, as simple
         return index // block, index % block
     return quotient + rest // block, rest % block
-
-
-def _is_constant(expr):
-    return not iter_vars_of(expr)
 
 
 def physical_indices(indices, blockings):

@@ -207,7 +207,7 @@ def _vector_axis(node, target, config):
 def _layout_steps(info, node, axis, width, packed):
     """Layout steps storing blocked by `width` along `axis`: the register tile, the node itself unless
     it is an output of the computation, the inputs whose dimension that loop alone indexes, and their
-    packed copies."""
+    packed copies (packed: source -> its copy)."""
     dim = [loop.name for loop in node.spatial].index(axis)
     steps = [Layout(f"{node.name}.local", dim, width)]
     # An output stays in the caller's layout: the tile's copy-out writes it through transposes in
@@ -223,7 +223,7 @@ def _layout_steps(info, node, axis, width, packed):
         for position, index in enumerate(access.indices):
             if index.affine and index.coefficients == ((axis, 1),) and index.offset == 0:
                 steps.append(Layout(access.tensor, position, width))
-                steps += [Layout(cache, position, width) for source, cache in packed if source == access.tensor]
+                steps += [Layout(packed[access.tensor], position, width)] if access.tensor in packed else []
                 break
     return steps
 
@@ -456,13 +456,12 @@ def _register_tile_steps(info, target, node, config, caches):
     levels = {"R0": (tile_stage, tokens["R0"]), "S0": (node.name, _outer_level_anchor(nest, tokens, parallel)),
               "S1": (node.name, tokens["S1"]), "S2": (node.name, tokens["S2"])}
     reads, places = _pack_steps(info, node, config, tokens, caches, tile_stage, levels)
+    packed = {read.tensor: place.node for read, place in zip(reads, places)}   # source -> its copy
     if axis != last_axis:
-        packed = [(read.tensor, place.node) for read, place in zip(reads, places)]
         layouts = _layout_steps(info, node, axis, extents[f"{axis}.3"], packed)
         places += layouts + _reduce_block_steps(info, node, config, {step.tensor for step in layouts})
     elif vector_steps:
-        places += _deinterleave_steps(info, config, node, axis,
-                                      {read.tensor: place.node for read, place in zip(reads, places)})
+        places += _deinterleave_steps(info, config, node, axis, packed)
     # A producer attached 'at' this node is made once per iteration of its parallel loop, as for a node
     # accumulating in memory, not inside every tile: YOLO C1's padding, recomputed per 4-pixel tile with
     # its bound tests, took as many samples as the tile's FMAs (AVX2: 106 GFLOPS; made once per parallel
