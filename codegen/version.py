@@ -43,7 +43,7 @@ def _version(stmt):
                        else_body=None if stmt.else_body is None else _version(stmt.else_body))
     if not isinstance(stmt, Allocate):
         return stmt
-    if _holds_allocate(stmt.body):   # the tile is further in (this is a packed panel around tiles)
+    if _holds_allocate(stmt.body) and not _accumulates(stmt):   # a packed panel around tiles
         return replace(stmt, body=_version(stmt.body))
     inside = _loops_inside(stmt.body)
     hoisted = {}
@@ -106,6 +106,15 @@ def _store_tests(stmt, inside, tests=None):
         if needed is not None:
             common = needed if common is None else {text: common[text] for text in common if text in needed}
     return common
+
+
+def _accumulates(allocate):
+    """Whether allocate's buffer is a tile's accumulator (a store adds to what it loads), not a
+    packed copy: a tile holding a copy packed per reduction step is tested once, around its
+    reduction, not at each step inside it."""
+    return any(isinstance(node, Store) and node.buffer == allocate.buffer
+               and any(isinstance(part, Load) and part.tensor == allocate.buffer for part in walk(node.value))
+               for node in walk_stmts(allocate.body))
 
 
 def _holds_allocate(stmt):

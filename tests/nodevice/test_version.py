@@ -16,10 +16,11 @@ from flexsched.schedule import Schedule
 DEPTH, COLUMNS, TILE = 16, 8, 6
 
 
-def register_tiled_gmm(rows, tile=TILE, unrolled_steps=False, outer=None):
+def register_tiled_gmm(rows, tile=TILE, unrolled_steps=False, outer=None, packed_per_step=False):
     """A GMM accumulating row tiles of `tile` in a local buffer, the outermost tile loop in parallel
     (which peeling leaves alone); the row split's outer factors are `outer` (default: just enough
-    tiles), and its reduction in unrolled steps of 4 if asked."""
+    tiles), its reduction in unrolled steps of 4 if asked, and B copied at each reduction step
+    inside the tile if packed_per_step."""
     task = get_task("GMM", rows, DEPTH, COLUMNS)
     factors = [*(outer or [-(-rows // tile)]), tile]
     steps = [{"kind": "cache_write", "node": "O", "scope": "local"},
@@ -36,6 +37,9 @@ def register_tiled_gmm(rows, tile=TILE, unrolled_steps=False, outer=None):
                         {"kind": "reorder", "node": "O.local", "order": ["rk.0", "rk.1", "i", "j"]},
                         {"kind": "unroll", "node": "O.local", "loop": "rk.1"},
                         {"kind": "unroll", "node": "O.local", "loop": "i"}]
+    if packed_per_step:
+        steps += [{"kind": "cache_read", "tensor": "B", "scope": "local", "readers": ["O.local"]},
+                  {"kind": "compute_at", "node": "B.local", "consumer": "O.local", "loop": "rk"}]
     schedule = Schedule.from_json(json.dumps(steps))
     return task, lower(task, schedule.apply(analyze(task))).func
 
@@ -112,4 +116,16 @@ def test_a_tile_wholly_past_the_rows_is_skipped():
     partial = versions(func).else_body
     assert isinstance(partial, IfThenElse) and partial.else_body is None
     assert str(partial.cond) == "(O.i.0 * 2 + O.i.1) * 6 < 50"
+    matches_reference(task, version_tiles(func))
+
+
+def test_a_tile_holding_a_copy_packed_per_reduction_step_is_tested_once_around_its_reduction():
+    """The tile's accumulator, not the copy inside its reduction loop, is what gets two versions:
+    tested at every step, the choice was a branch per step, and both copies' steps were one loop."""
+    task, func = register_tiled_gmm(50, packed_per_step=True)
+    choice = versions(func)
+    assert choice.then_body.buffer.name == "O_local"
+    assert not guards(choice.then_body)
+    reduction = next(s for s in walk_stmts(version_tiles(func).body) if isinstance(s, For) and s.var.name == "O_local.rk")
+    assert not any(isinstance(s, IfThenElse) and isinstance(s.then_body, Allocate) for s in walk_stmts(reduction))
     matches_reference(task, version_tiles(func))
