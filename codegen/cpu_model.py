@@ -12,7 +12,8 @@ Per segment (a top-level loop nest, its outer loop spread over the cores when pa
   load and store ports, issue width, a 512-bit operation taking two slots where the data path
   is 256 bits wide) or the chains it carries into its next pass (dependence_chains), whichever
   is longer, plus waits on masked stores, times how often the body runs; calls to the C library
-  at a fixed price;
+  at a fixed price; the bodies holding FMAs scaled to run the loop IR's multiply-adds where the
+  trip counts said otherwise (_recounted_fma_cycles);
 - data movement: bytes brought into L1, L2 and the core's share of the last-level cache by the
   busiest core's share of the nest (codegen.cache_model), over each level's bandwidth;
 - time: the larger of compute and the slowest level plus half the smaller (MEMORY_OVERLAP), and
@@ -34,11 +35,11 @@ import numpy as np
 from flexsched import cpus
 from flexsched.affine import affine_form
 from flexsched.errors import FlexschedError
-from flexsched.expr import Compare, Logical
+from flexsched.expr import Binary, Compare, Logical
 
 from . import x86_asm, x86_instructions
 from .cache_model import Cache, CacheModel
-from .ir import Allocate, For, IfThenElse, Seq
+from .ir import Allocate, For, IfThenElse, Seq, Store
 from .runtime import CHUNKS_PER_THREAD
 from .vectorize import MAX_VECTOR_LANES, vectorize_blocker
 
@@ -102,6 +103,7 @@ class SegmentEstimate:
     unresolved_loops: int         # loops of the assembly whose trip count neither it nor the loop IR said
     seconds: float
     bound: str
+    multiply_adds: float = 0.0    # multiply-adds of the loop IR the busiest core runs (what fma_lanes should be)
 
 
 @dataclass(frozen=True)
@@ -191,9 +193,10 @@ def estimate_assembly(code, core):
 def _segment(symbol, parallel_extent, stmt, functions, core):
     function, body = _body_function(symbol, functions)
     outlined = _outlined_loop(stmt) if parallel_extent else None
-    trips, parallel_loop, unresolved = _resolve_trips(body, stmt, outlined)
     chunks = _busiest_core_chunks(parallel_extent, core.cores) if parallel_extent else [None]
     active = min(core.cores, parallel_extent) if parallel_extent else 1
+    macs = _multiply_adds(stmt, outlined, sum(chunks) if outlined is not None else None)
+    trips, parallel_loop, unresolved = _resolve_trips(body, stmt, outlined)
     tally = _Tally()
     for chunk in chunks:   # each chunk is a call of the segment, its parallel loop over the chunk
         _function_cycles(function, functions, {**trips, parallel_loop: chunk}, core, tally, 1.0)
@@ -202,7 +205,7 @@ def _segment(symbol, parallel_extent, stmt, functions, core):
     caches = core.caches
     moved = {"l1": model.moved(Cache(caches.l1, caches.l1_ways)), "l2": model.moved(Cache(caches.l2, caches.l2_ways)),
              "l3": model.moved(Cache(caches.l3 / active))}
-    compute = tally.total_cycles / CLOCK_HZ
+    compute = (tally.total_cycles + _recounted_fma_cycles(tally, macs)) / CLOCK_HZ
     memory = {"L2": moved["l1"] / (L2_BYTES_PER_CYCLE * CLOCK_HZ), "L3": moved["l2"] / (L3_BYTES_PER_CYCLE * CLOCK_HZ),
               "DRAM": moved["l3"] / (DRAM_BYTES_PER_CYCLE * CLOCK_HZ)}
     slowest = max(memory, key=memory.get)
@@ -211,8 +214,8 @@ def _segment(symbol, parallel_extent, stmt, functions, core):
     # The bound: the compute limit that took the most cycles, or the level data came from slowest.
     bound = max(tally.cycles, key=tally.cycles.get, default="issue") if compute >= memory[slowest] else slowest
     return SegmentEstimate(symbol, parallel_extent or 0, len(chunks), {k: round(v) for k, v in tally.mix.items()},
-                           tally.fma_lanes, {k: round(v) for k, v in tally.cycles.items()}, tally.total_cycles,
-                           {k: float(v) for k, v in moved.items()}, unresolved, seconds, bound)
+                           tally.fma_lanes, {k: round(v) for k, v in tally.cycles.items()}, compute * CLOCK_HZ,
+                           {k: float(v) for k, v in moved.items()}, unresolved, seconds, bound, macs)
 
 
 def _body_function(symbol, functions):
@@ -241,6 +244,47 @@ def _busiest_core_chunks(extent, cores):
     for length in lengths:
         min(loads, key=sum).append(length)
     return max(loads, key=sum)
+
+
+def _recounted_fma_cycles(tally, macs):
+    """Cycles to add (or take away) so that the loop bodies holding FMAs run the loop IR's
+    multiply-adds, not the count the trip counts gave them: where the assembly's loops line up
+    wrongly with the IR's (LLVM laid out a tile's partial copy before its whole one, or kept both
+    in one loop), its FMAs were counted twice or not at all, and the kernel priced at half or
+    several times its speed. The work itself is known exactly; the time per FMA the assembly
+    gave is kept."""
+    if tally.fma_lanes <= 0 or macs <= 0:
+        return 0.0
+    return tally.fma_cycles * (macs / tally.fma_lanes - 1.0)
+
+
+def _multiply_adds(stmt, outlined=None, chunk=None):
+    """Multiply-adds (a store of a sum with a product in it) the loop IR runs, its parallel loop
+    over `chunk` iterations, a branch at the share of iterations that take it (branch_share)."""
+    total = 0.0
+    stack = [(stmt, {}, 1.0)]
+    while stack:
+        node, ranges, weight = stack.pop()
+        if isinstance(node, For):
+            extent = chunk if node is outlined and chunk is not None else node.extent
+            stack.append((node.body, {**ranges, node.var.name: node.extent}, weight * extent))
+        elif isinstance(node, Seq):
+            stack.extend((part, ranges, weight) for part in node.stmts)
+        elif isinstance(node, Allocate):
+            stack.append((node.body, ranges, weight))
+        elif isinstance(node, IfThenElse):
+            taken = branch_share(node.cond, ranges)
+            stack.append((node.then_body, ranges, weight * taken))
+            if node.else_body is not None:
+                stack.append((node.else_body, ranges, weight * (1.0 - taken)))
+        elif isinstance(node, Store) and _is_multiply_add(node.value):
+            total += weight
+    return total
+
+
+def _is_multiply_add(value):
+    return isinstance(value, Binary) and value.op == "+" and any(
+        isinstance(part, Binary) and part.op == "*" for part in (value.a, value.b))
 
 
 # ---------------------------------------------------------------- trip counts
@@ -421,6 +465,7 @@ class _Tally:
         self.mix = {}
         self.cycles = {}
         self.fma_lanes = 0.0
+        self.fma_cycles = 0.0    # cycles of the blocks that hold FMAs
         self.total_cycles = 0.0
 
     def count(self, table, key, value):
@@ -497,6 +542,8 @@ def _block(function, indices, functions, trips, core, tally, weight):
         tally.count(tally.cycles, "store-forwarding", stalls * weight)
     tally.fma_lanes += lanes * weight
     tally.total_cycles += (pipes[limit] + extra + stalls) * weight
+    if lanes:
+        tally.fma_cycles += (pipes[limit] + extra + stalls) * weight
 
 
 def dependence_chains(instructions):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import flexsched
+from codegen import cpu_model
 from codegen.cpu_model import estimate
 from codegen.evaluators import CpuModelEvaluator
 from explore.optimize import space_for
@@ -54,6 +55,27 @@ def test_a_parallel_loop_shares_its_iterations_among_the_cores():
     assert segment.parallel_extent == 16
     assert segment.calls == 4                                   # 8 chunks of 2 iterations, 4 a core
     assert segment.instructions["fma"] == 64 ** 3 // lanes // 2   # the busiest core does half
+
+
+def test_the_loop_ir_says_the_multiply_adds_the_busiest_core_does():
+    target = get_target("llvm").with_(cores=2)
+    lanes = target.vector_lanes
+    (serial,) = estimate(get_task("GMM", 64, 64, 64), tiled(64, lanes), target.with_(cores=1)).segments
+    (parallel,) = estimate(get_task("GMM", 64, 64, 64), tiled(64, lanes, parallel=True), target).segments
+    assert serial.multiply_adds == serial.fma_lanes == 64 ** 3
+    assert parallel.multiply_adds == parallel.fma_lanes == 64 ** 3 // 2
+
+
+def test_fma_loops_whose_trip_counts_miscount_the_work_are_priced_for_the_work():
+    """Where the assembly's loops line up wrongly with the IR's, the FMA bodies' cycles are scaled to
+    the loop IR's multiply-adds: twice the FMAs counted, half their cycles kept; the rest as counted."""
+    tally = cpu_model._Tally()
+    tally.fma_lanes, tally.fma_cycles, tally.total_cycles = 2000.0, 100.0, 130.0
+    assert cpu_model._recounted_fma_cycles(tally, 1000.0) == -50.0
+    assert cpu_model._recounted_fma_cycles(tally, 2000.0) == 0.0
+    assert cpu_model._recounted_fma_cycles(tally, 0.0) == 0.0     # no multiply-add in the IR: as counted
+    tally.fma_lanes = 0.0
+    assert cpu_model._recounted_fma_cycles(tally, 1000.0) == 0.0  # no FMA in the assembly: as counted
 
 
 def test_a_tiled_vector_schedule_is_predicted_faster_than_the_naive_nest():
