@@ -3,6 +3,7 @@
 Run:  .venv/bin/python experiments/cpu_model_rank.py                       # every case below
       .venv/bin/python experiments/cpu_model_rank.py --cases GMM1024 C9 --per-case 40
       .venv/bin/python experiments/cpu_model_rank.py --measure-trials 30   # measure the YOLO layers first
+      .venv/bin/python experiments/cpu_model_rank.py --benchmark-records R.jsonl --cases C2 C9
 
 Each case is a set of measured candidates of one operator on this CPU: the records of earlier
 searches (experiments/results/sweep_cpu_operators_records and sweep_templates_records, 100-trial
@@ -13,8 +14,10 @@ missing (experiments/results/cpu_model_rank_records). Every successful candidate
 `flexsched tune --evaluator model` prices it (compiled to assembly in a worker, nothing run);
 per case the script reports Kendall's tau between predicted and measured seconds, and the regret
 of trusting the model: the measured time of the candidate the model ranks first over the best
-measured one. The records must come from this kind of CPU: their target's cores and vector lanes
-must be the host's.
+measured one. With --benchmark-records, the cases are experiments/cpu_benchmark.py's (GMM, C1-C15)
+and their candidates the records of that benchmark's searches. The records must come from this
+kind of CPU: their target's cores and vector lanes must be the host's (with AVX2 code, the same
+FLEXSCHED_LLVM_TARGET as the searches).
 """
 
 from __future__ import annotations
@@ -70,12 +73,13 @@ def measure_yolo(names, trials, seed):
                   f"{time.perf_counter() - started:.0f} s", flush=True)
 
 
-def candidates(paths, target):
-    """(task, [(schedule JSON, measured seconds)]) of the ok records in paths that kept their schedule."""
-    task, found = None, {}
+def candidates(paths, target, task=None):
+    """(task, [(schedule JSON, measured seconds)]) of the ok records in paths that kept their schedule
+    (only those of `task` where given)."""
+    found = {}
     for path in paths:
         for record in load_records(path):
-            if not record.ok or record.schedule is None:
+            if not record.ok or record.schedule is None or task is not None and not record.same_task(task):
                 continue
             recorded = record.target
             if (recorded.get("cores"), recorded.get("vector_lanes")) != (target.cores, target.vector_lanes):
@@ -92,9 +96,9 @@ def case_files(name, record_dirs):
     return sorted(path for directory in record_dirs for path in Path(directory).glob(f"{name}-llvm-*.jsonl"))
 
 
-def rank_case(name, paths, evaluator, per_case, seed):
+def rank_case(name, paths, evaluator, per_case, seed, task=None):
     """The case's row: candidates priced, tau, regret, where the data came from."""
-    task, measured = candidates(paths, evaluator.target)
+    task, measured = candidates(paths, evaluator.target, task)
     if len(measured) > per_case:
         measured = random.Random(seed).sample(measured, per_case)
     predicted, seconds, failures = [], [], 0
@@ -123,12 +127,17 @@ def main():
                                                    f"{', '.join(SWEEP_CASES[1:])}")
     parser.add_argument("--records", nargs="*", default=[str(RESULTS / name) for name in SWEEPS],
                         help="folders of sweep record files (<case>-llvm-<contender>-seed0.jsonl)")
+    parser.add_argument("--benchmark-records", nargs="*", default=[],
+                        help="record files of experiments/cpu_benchmark.py: rank its cases (--cases) on them instead")
     parser.add_argument("--per-case", type=int, default=60, help="candidates priced per case, drawn at random")
     parser.add_argument("--measure-trials", type=int, default=30,
                         help="random points measured per YOLO layer whose record file is missing")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default=str(RESULTS / "cpu_model_rank.json"))
     args = parser.parse_args()
+    if args.benchmark_records:
+        rank_benchmark_cases(args)
+        return
     names = args.cases or ["GMM1024", *YOLO, *SWEEP_CASES[1:]]
     missing = [name for name in names if name in YOLO and not (MEASURED / f"{name}-random.jsonl").exists()]
     if missing:
@@ -142,11 +151,40 @@ def main():
                 print(f"{name}: no record file, skipped")
                 continue
             row = rank_case(name, paths, evaluator, args.per_case, args.seed)
-            rows.append(row)
-            Path(args.out).write_text(json.dumps({"cpu": target.device, "cases": rows}, indent=1))
-            tau = "n/a" if row["tau"] is None else f"{row['tau']:+.2f}"
-            print(f"{name:8} tau {tau}  regret {row['regret']:.2f}  over {row['candidates']} candidates "
-                  f"({row['model_failures']} not priced), {row['model_seconds_per_candidate']:.2f} s each", flush=True)
+            report(rows, row, target, args.out)
+    summarise(rows)
+
+
+def rank_benchmark_cases(args):
+    """Rank the model on experiments/cpu_benchmark.py's cases from that benchmark's record files."""
+    from cpu_benchmark import cases
+
+    tasks = cases()
+    names = args.cases or list(tasks)
+    unknown = [name for name in names if name not in tasks]
+    if unknown:
+        sys.exit(f"--cases: {', '.join(unknown)} not among cpu_benchmark.py's cases ({', '.join(tasks)})")
+    target = get_target("llvm")
+    rows = []
+    with CpuModelEvaluator(target) as evaluator:
+        for name in names:
+            row = rank_case(name, args.benchmark_records, evaluator, args.per_case, args.seed, tasks[name])
+            if row["candidates"]:
+                report(rows, row, target, args.out)
+            else:
+                print(f"{name}: no record of it priced, skipped")
+    summarise(rows)
+
+
+def report(rows, row, target, out):
+    rows.append(row)
+    Path(out).write_text(json.dumps({"cpu": target.device, "cases": rows}, indent=1))
+    tau = "n/a" if row["tau"] is None else f"{row['tau']:+.2f}"
+    print(f"{row['case']:8} tau {tau}  regret {row['regret']:.2f}  over {row['candidates']} candidates "
+          f"({row['model_failures']} not priced), {row['model_seconds_per_candidate']:.2f} s each", flush=True)
+
+
+def summarise(rows):
     taus = [row["tau"] for row in rows if row["tau"] is not None]
     if taus:
         print(f"median tau over {len(taus)} cases: {statistics.median(taus):+.2f}")
