@@ -312,6 +312,11 @@ def _reduce_block_steps(info, node, config, blocked):
     return steps
 
 
+def _packed_copies(reads, places):
+    """{source tensor: its packed copy} of _pack_steps' steps."""
+    return {read.tensor: place.node for read, place in zip(reads, places)}
+
+
 def _pack_steps(info, node, config, tokens, caches, reader, levels):
     """(cache_read steps, compute_at steps) for the inputs the config packs.
 
@@ -404,7 +409,7 @@ def _node_steps(info, target, node, config, caches):
     reads, places = _pack_steps(info, node, config, tokens, caches, node.name, levels)
     if vectorized and node.reduce:
         places += _deinterleave_steps(info, config, node, vectorized[0].rsplit(".", 1)[0],
-                                      {read.tensor: place.node for read, place in zip(reads, places)})
+                                      _packed_copies(reads, places))
     return reads + steps + places, (node.name, parallel or nest[0])
 
 
@@ -456,7 +461,7 @@ def _register_tile_steps(info, target, node, config, caches):
     levels = {"R0": (tile_stage, tokens["R0"]), "S0": (node.name, _outer_level_anchor(nest, tokens, parallel)),
               "S1": (node.name, tokens["S1"]), "S2": (node.name, tokens["S2"])}
     reads, places = _pack_steps(info, node, config, tokens, caches, tile_stage, levels)
-    packed = {read.tensor: place.node for read, place in zip(reads, places)}   # source -> its copy
+    packed = _packed_copies(reads, places)
     if axis != last_axis:
         layouts = _layout_steps(info, node, axis, extents[f"{axis}.3"], packed)
         places += layouts + _reduce_block_steps(info, node, config, {step.tensor for step in layouts})
