@@ -24,7 +24,7 @@ KNOWN_CPUS = {
     **dict.fromkeys(("x86-64-v3", "haswell", "broadwell", "skylake", "alderlake", "znver1", "znver2", "znver3"),
                     "avx2"),
     **dict.fromkeys(("x86-64-v4", "skylake-avx512", "cascadelake", "cooperlake", "icelake-server", "sapphirerapids",
-                     "graniterapids", "znver4", "znver5"), "avx512f"),
+                     "emeraldrapids", "graniterapids", "znver4", "znver5"), "avx512f"),
 }
 
 _KIB, _MIB = 2**10, 2**20
@@ -54,7 +54,7 @@ KNOWN_CACHES = {
     **dict.fromkeys(("skylake-avx512", "cascadelake", "cooperlake", "x86-64-v4"),
                     Caches(32 * _KIB, 8, 1 * _MIB, 16, 32 * _MIB)),
     "icelake-server": Caches(48 * _KIB, 12, 1280 * _KIB, 20, 48 * _MIB),
-    **dict.fromkeys(("sapphirerapids", "graniterapids"), Caches(48 * _KIB, 12, 2 * _MIB, 16, 96 * _MIB)),
+    **dict.fromkeys(("sapphirerapids", "emeraldrapids", "graniterapids"), Caches(48 * _KIB, 12, 2 * _MIB, 16, 96 * _MIB)),
 }
 DEFAULT_CACHES = Caches(32 * _KIB, 8, 512 * _KIB, 8, 8 * _MIB)   # a modest x86-64 core, for CPUs not listed
 

@@ -46,10 +46,18 @@ def test_another_cpu_is_named_by_its_canonical_string():
     ("llvm -mcpu=x86-64 -mattr=+avx512f", 16, 32),
     ("llvm -mcpu=x86-64", 4, 16),
     ("llvm -mcpu=x86-64-v3 -mattr=+avx10.1", 16, 32),
+    ("llvm -mcpu=emeraldrapids", 16, 32),
 ])
 def test_vector_lanes_follow_the_features(text, lanes, registers):
     target = get_target(text)
     assert (target.vector_lanes, target.vector_registers) == (lanes, registers)
+
+
+def test_the_static_model_knows_the_caches_of_current_server_cores():
+    # A core the table misses is priced with a modest default core's 512 KiB L2.
+    for cpu in ("sapphirerapids", "emeraldrapids", "graniterapids"):
+        assert (cpus.caches(cpu).l1, cpus.caches(cpu).l2) == (48 * 2**10, 2 * 2**20)
+    assert cpus.caches("no-such-cpu") == cpus.DEFAULT_CACHES
 
 
 def test_turning_a_feature_off_on_the_host_keeps_the_rest():
