@@ -409,23 +409,24 @@ def _module_text(func, opt_level, legalised, machine):
         # its size is then extrapolated from the stores laid out so far.
         builder = ModuleBuilder(func, triple, layout, lanes, vector_registers=registers,
                                 instruction_limit=MAX_EMITTED_INSTRUCTIONS if copies > 1 else None)
+        # A module is written out as text only once kept: that takes a third as long as building it.
         try:
-            text = str(builder.build())
-            instructions = _instruction_count(text)
+            module = builder.build()
+            instructions = builder.instructions()
         except InstructionLimitReached as reached:
-            text = None
+            module = None
             instructions = max(reached.instructions, reached.instructions * copies // reached.stores)
         if instructions <= MAX_EMITTED_INSTRUCTIONS or copies <= 1:
-            return text, builder, func
+            return str(module), builder, func
         # Instructions grow with the stores laid out: roll to the budget's share, then emit again.
         # Each further attempt aims lower (ROLL_MARGIN: rolled loops cost more per store).
         allowed = max(1, int(copies * MAX_EMITTED_INSTRUCTIONS / instructions * ROLL_MARGIN ** attempt))
         rolled = roll_to_fit(func.body, min(allowed, copies - 1))
         if rolled is func.body:   # nothing left to roll: the module as it is, whole
-            if text is None:
+            if module is None:
                 builder = ModuleBuilder(func, triple, layout, lanes, vector_registers=registers)
-                text = str(builder.build())
-            return text, builder, func
+                module = builder.build()
+            return str(module), builder, func
         func = replace(func, body=rolled)
 
 

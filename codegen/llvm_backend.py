@@ -229,6 +229,19 @@ class InstructionLimitReached(CodegenError):
         self.stores = stores
 
 
+class _CountingIRBuilder(ir.IRBuilder):
+    """An IRBuilder that adds each instruction it inserts to its ModuleBuilder's count (the module
+    is measured as it grows, without summing its blocks)."""
+
+    def __init__(self, block, module_builder):
+        super().__init__(block)
+        self._module_builder = module_builder
+
+    def _insert(self, instr):
+        self._module_builder.instruction_count += 1
+        super()._insert(instr)
+
+
 class ModuleBuilder:
     """The LLVM module of one PrimFunc: a body function and an entry point per segment.
 
@@ -245,6 +258,7 @@ class ModuleBuilder:
         self.vector_registers = vector_registers
         self.instruction_limit = instruction_limit
         self.stores = 0         # stores laid out so far
+        self.instruction_count = 0
         self._next_count = self.LIMIT_CHECK_STORES
         self.module = ir.Module(name=signature(func))
         self.module.triple = triple
@@ -271,7 +285,11 @@ class ModuleBuilder:
 
     def instructions(self):
         """Instructions in the module so far."""
-        return sum(len(block.instructions) for function in self.module.functions for block in function.blocks)
+        return self.instruction_count
+
+    def ir_builder(self, block):
+        """An IRBuilder at the end of block whose instructions this module counts."""
+        return _CountingIRBuilder(block, self)
 
     def count_store(self):
         """Note one more store laid out; InstructionLimitReached if the module is past its limit."""
@@ -311,7 +329,7 @@ class ModuleBuilder:
         function.attributes.add("nounwind")
         begin, end, table = function.args
         begin.name, end.name, table.name = "begin", "end", "buffers"
-        builder = ir.IRBuilder(function.append_basic_block("entry"))
+        builder = self.ir_builder(function.append_basic_block("entry"))
         pointers = []
         for position, buffer in enumerate(self.func.params):
             slot = builder.gep(table, [_int64(position)], inbounds=True, source_etype=_PTR)
@@ -332,9 +350,9 @@ class _FunctionEmitter:
     def __init__(self, module_builder, function, outlined_loop):
         self.mb = module_builder
         self.outlined_loop = outlined_loop
-        self.entry = ir.IRBuilder(function.append_basic_block("entry"))   # allocations only
+        self.entry = module_builder.ir_builder(function.append_basic_block("entry"))   # allocations only
         self.body_block = function.append_basic_block("body")
-        self.builder = ir.IRBuilder(self.body_block)
+        self.builder = module_builder.ir_builder(self.body_block)
         begin, end, *pointers = function.args
         self.bounds = (begin, end)
         self.pointers = dict(zip(module_builder.func.params, pointers))

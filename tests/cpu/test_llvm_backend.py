@@ -472,14 +472,20 @@ def test_a_module_whose_rolled_loops_cost_more_fits_the_budget_in_few_emissions(
     class Priced:
         def __init__(self, func, triple, data_layout, register_lanes, instruction_limit=None, vector_registers=16):
             self.func, self.limit = func, instruction_limit
+            self.stores, self.count = 0, 0
             emissions.append(self)
+
+        def instructions(self):
+            return self.count
 
         def build(self):
             copies = emitted_copies(self.func.body)
-            instructions = 20 * copies + 40 * rolled_loops(self.func.body)
-            if self.limit is not None and instructions > self.limit:
-                raise InstructionLimitReached(self.limit + 20, max(1, copies * self.limit // instructions))
-            return "define void @f() {" + "\n  x" * instructions + "\n}"
+            self.count, self.stores = 20 * copies + 40 * rolled_loops(self.func.body), copies
+            if self.limit is not None and self.count > self.limit:
+                self.stores = max(1, copies * self.limit // self.count)
+                self.count = self.limit + 20
+                raise InstructionLimitReached(self.count, self.stores)
+            return "define void @f() {" + "\n  x" * self.count + "\n}"
 
     monkeypatch.setattr(cpu_backend, "ModuleBuilder", Priced)
     A, O = buf("A", (30, 4, 16)), buf("O", (30, 4, 16))
@@ -488,6 +494,20 @@ def test_a_module_whose_rolled_loops_cost_more_fits_the_budget_in_few_emissions(
     text, _, func = cpu_backend._module_text(PrimFunc("many_nests", (A, O), body), 3, False, None)
     assert cpu_backend._instruction_count(text) <= MAX_EMITTED_INSTRUCTIONS
     assert emitted_copies(func.body) < 30 * 4 * 16 and len(emissions) <= 3
+
+
+def test_the_module_builder_counts_its_instructions_as_the_text_does():
+    """The code-size budget reads the count as the module grows, and the module is written out as
+    text only once it is kept."""
+    from codegen.llvm_backend import ModuleBuilder
+
+    A, O = buf("A", (7, 48)), buf("O", (6, 48))
+    body = loop("i", 6, "unrolled", lambda i: loop("j", 48, "vectorized", lambda j: Store(
+        O, (i, j), select(ld(A, i, j) > 0.5, ld(A, i, j) * ld(A, i + 1, j), ld(A, i + 1, j)))))
+    triple, layout = cpu_backend._host_layout()
+    builder = ModuleBuilder(PrimFunc("counted", (A, O), body), triple, layout, 8)
+    text = str(builder.build())
+    assert builder.instructions() == cpu_backend._instruction_count(text) > 6
 
 
 def test_a_guarded_register_tile_stays_in_registers():
