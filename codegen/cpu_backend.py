@@ -21,7 +21,8 @@ import numpy as np
 
 from codegen import kernel_cache, runtime
 from codegen.backend import Backend, CompileReport, register_backend
-from codegen.code_size import MAX_EMITTED_INSTRUCTIONS, MAX_EMITTED_STORES, ROLL_MARGIN, emitted_copies, roll_to_fit
+from codegen.code_size import (MAX_EMITTED_INSTRUCTIONS, MAX_EMITTED_STORES, ROLL_MARGIN, emitted_copies, roll_to_budget,
+                                roll_to_fit)
 from codegen.ir import CodegenError, PrimFunc
 from codegen.legalize import legalize
 from codegen.llvm_backend import InstructionLimitReached, ModuleBuilder, check_loops, signature, written_buffers
@@ -418,10 +419,11 @@ def _module_text(func, opt_level, legalised, machine):
             instructions = max(reached.instructions, reached.instructions * copies // reached.stores)
         if instructions <= MAX_EMITTED_INSTRUCTIONS or copies <= 1:
             return str(module), builder, func
-        # Instructions grow with the stores laid out: roll to the budget's share, then emit again.
-        # Each further attempt aims lower (ROLL_MARGIN: rolled loops cost more per store).
-        allowed = max(1, int(copies * MAX_EMITTED_INSTRUCTIONS / instructions * ROLL_MARGIN ** attempt))
-        rolled = roll_to_fit(func.body, min(allowed, copies - 1))
+        # Roll outermost and largest first, as far as what this emission measured of each unrolled
+        # loop says is needed to fit (ROLL_MARGIN: each further attempt aims lower).
+        per_copy = builder.instructions() / max(1, builder.stores)
+        rolled = roll_to_budget(func.body, instructions, MAX_EMITTED_INSTRUCTIONS * ROLL_MARGIN ** attempt,
+                                builder.unrolled_costs, per_copy)
         if rolled is func.body:   # nothing left to roll: the module as it is, whole
             if module is None:
                 builder = ModuleBuilder(func, triple, layout, lanes, vector_registers=registers)

@@ -259,6 +259,8 @@ class ModuleBuilder:
         self.instruction_limit = instruction_limit
         self.stores = 0         # stores laid out so far
         self.instruction_count = 0
+        # Each unrolled loop emitted whole: [instructions, times emitted] (what rolling it would save).
+        self.unrolled_costs = {}
         self._next_count = self.LIMIT_CHECK_STORES
         self.module = ir.Module(name=signature(func))
         self.module.triple = triple
@@ -290,6 +292,12 @@ class ModuleBuilder:
     def ir_builder(self, block):
         """An IRBuilder at the end of block whose instructions this module counts."""
         return _CountingIRBuilder(block, self)
+
+    def note_unrolled(self, loop, instructions):
+        """Count one whole emission of an unrolled loop, which took `instructions`."""
+        cost = self.unrolled_costs.setdefault(loop, [0, 0])
+        cost[0] += instructions
+        cost[1] += 1
 
     def count_store(self):
         """Note one more store laid out; InstructionLimitReached if the module is past its limit."""
@@ -402,6 +410,14 @@ class _FunctionEmitter:
             raise CodegenError(f"not a statement: {stmt!r}")
 
     def _for(self, loop):
+        if loop.kind != "unrolled" or loop is self.outlined_loop:
+            self._loop(loop)
+            return
+        started = self.mb.instruction_count
+        self._loop(loop)
+        self.mb.note_unrolled(loop, self.mb.instruction_count - started)
+
+    def _loop(self, loop):
         if loop is self.outlined_loop:
             self._serial_loop(loop.var, *self.bounds, loop.body)
         elif loop.kind == "vectorized":

@@ -453,10 +453,10 @@ def test_a_module_past_the_code_size_budget_is_not_emitted_whole(monkeypatch):
 
 def test_a_module_whose_rolled_loops_cost_more_fits_the_budget_in_few_emissions(monkeypatch):
     """Rolled loops cost more instructions per store than the unrolled stores they replace (their
-    counter, test and branch), so rolling to the last emission's share of the budget falls short
-    again and again: each further attempt aims lower, and 30 unrolled 4 x 16 nests fit in three
-    emissions (five without that). The module builder here prices 20 instructions a store and 40
-    a rolled loop, and stops at the limit as the real one does."""
+    counter, test and branch), so rolling to the last emission's prediction can fall short: each
+    further attempt aims lower, and 30 unrolled 4 x 16 nests fit in three emissions. The module
+    builder here prices 20 instructions a store and 40 a rolled loop, and stops at the limit as
+    the real one does, before it has measured any loop (each is priced by its stores)."""
     from codegen.code_size import MAX_EMITTED_INSTRUCTIONS, emitted_copies
     from codegen.llvm_backend import InstructionLimitReached
 
@@ -472,7 +472,7 @@ def test_a_module_whose_rolled_loops_cost_more_fits_the_budget_in_few_emissions(
     class Priced:
         def __init__(self, func, triple, data_layout, register_lanes, instruction_limit=None, vector_registers=16):
             self.func, self.limit = func, instruction_limit
-            self.stores, self.count = 0, 0
+            self.stores, self.count, self.unrolled_costs = 0, 0, {}
             emissions.append(self)
 
         def instructions(self):
@@ -494,6 +494,29 @@ def test_a_module_whose_rolled_loops_cost_more_fits_the_budget_in_few_emissions(
     text, _, func = cpu_backend._module_text(PrimFunc("many_nests", (A, O), body), 3, False, None)
     assert cpu_backend._instruction_count(text) <= MAX_EMITTED_INSTRUCTIONS
     assert emitted_copies(func.body) < 30 * 4 * 16 and len(emissions) <= 3
+
+
+def test_the_module_builder_measures_each_unrolled_loop_it_lays_out():
+    """What rolling a loop would save comes from the emission itself: each unrolled loop's
+    instructions and how many times it was laid out, counted as the module grows (the same
+    count as its text's)."""
+    from codegen.llvm_backend import ModuleBuilder
+
+    A, O = buf("A", (7, 48)), buf("O", (6, 48))
+    inner = {}
+
+    def row(i):
+        inner["loop"] = loop("j", 48, "unrolled", lambda j: Store(O, (i, j), ld(A, i, j) * ld(A, i + 1, j)))
+        return inner["loop"]
+
+    outer = loop("i", 6, "unrolled", row)
+    triple, layout = cpu_backend._host_layout()
+    builder = ModuleBuilder(PrimFunc("measured", (A, O), outer), triple, layout, 8)
+    text = str(builder.build())
+    assert builder.instructions() == cpu_backend._instruction_count(text)
+    (outer_spent, outer_times), (inner_spent, inner_times) = builder.unrolled_costs[outer], builder.unrolled_costs[inner["loop"]]
+    assert (outer_times, inner_times) == (1, 6)
+    assert 6 * 48 * 3 <= inner_spent <= outer_spent < builder.instructions()
 
 
 def test_the_module_builder_counts_its_instructions_as_the_text_does():

@@ -1,6 +1,6 @@
 """The code-size bound rolls unrolled loops back, outermost and largest first."""
 
-from codegen.code_size import emitted_copies, roll_largest_unrolled
+from codegen.code_size import ROLLED_LOOP_INSTRUCTIONS, emitted_copies, roll_largest_unrolled, roll_to_budget
 from codegen.ir import Buffer, For, Seq, Store, loop_var
 from flexsched.expr import Load
 
@@ -37,3 +37,30 @@ def test_the_outermost_loop_of_the_largest_nest_is_rolled_first():
 
 def test_nothing_left_to_roll():
     assert roll_largest_unrolled(nest([("serial", 8), ("vectorized", 16)], store)) is None
+
+
+def test_rolling_stops_once_the_measured_costs_say_the_rest_fits():
+    stmt = nest([("unrolled", 8), ("unrolled", 4), ("vectorized", 16)], store)
+    outer, inner = stmt, stmt.body
+    # An emission of 1,000 instructions, 960 of them the outer loop's, 120 each time it laid out the inner.
+    costs = {outer: [960, 1], inner: [960, 8]}
+    fits = roll_to_budget(stmt, 1000, 1000 - 960 * 7 // 8 + ROLLED_LOOP_INSTRUCTIONS, costs, per_copy=1)
+    assert (fits.kind, fits.body.kind) == ("serial", "unrolled") and fits.body is inner
+    # A step of the outer loop lays out the inner once: rolling it too saves three of its four steps.
+    tighter = 1000 - 960 * 7 // 8 + ROLLED_LOOP_INSTRUCTIONS - 120 * 3 // 4 + ROLLED_LOOP_INSTRUCTIONS
+    both = roll_to_budget(stmt, 1000, tighter, costs, per_copy=1)
+    assert (both.kind, both.body.kind) == ("serial", "serial")
+    assert roll_to_budget(stmt, 1000, 1000, costs, per_copy=1) is stmt
+
+
+def test_a_loop_the_emission_did_not_reach_is_priced_by_its_stores():
+    first = nest([("unrolled", 4), ("vectorized", 16)], store)
+    second = nest([("unrolled", 16), ("vectorized", 16)], store)
+    stmt = Seq((first, second))
+    # Only the first nest was laid out (cheaply) before emission stopped; the second, the larger,
+    # is rolled first, priced at 50 instructions a store: that alone fits.
+    rolled = roll_to_budget(stmt, 1000, 1000 - 50 * 15 + ROLLED_LOOP_INSTRUCTIONS, {first: [8, 1]}, per_copy=50)
+    assert rolled.stmts[0] is first and rolled.stmts[1].kind == "serial"
+    # Priced at 10 a store it does not: the first nest goes too, and then nothing is left to roll.
+    rolled = roll_to_budget(stmt, 1000, 100, {first: [8, 1]}, per_copy=10)
+    assert [part.kind for part in rolled.stmts] == ["serial", "serial"]
