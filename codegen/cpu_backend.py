@@ -21,8 +21,8 @@ import numpy as np
 
 from codegen import kernel_cache, runtime
 from codegen.backend import Backend, CompileReport, register_backend
-from codegen.code_size import (MAX_EMITTED_INSTRUCTIONS, MAX_EMITTED_STORES, ROLL_MARGIN, emitted_copies, roll_to_budget,
-                                roll_to_fit)
+from codegen.code_size import (MAX_EMITTED_INSTRUCTIONS, MAX_EMITTED_STORES, ROLL_MARGIN, emitted_copies,
+                                roll_to_budget, roll_to_fit)
 from codegen.ir import CodegenError, PrimFunc
 from codegen.legalize import legalize
 from codegen.llvm_backend import InstructionLimitReached, ModuleBuilder, check_loops, signature, written_buffers

@@ -54,7 +54,8 @@ KNOWN_CACHES = {
     **dict.fromkeys(("skylake-avx512", "cascadelake", "cooperlake", "x86-64-v4"),
                     Caches(32 * _KIB, 8, 1 * _MIB, 16, 32 * _MIB)),
     "icelake-server": Caches(48 * _KIB, 12, 1280 * _KIB, 20, 48 * _MIB),
-    **dict.fromkeys(("sapphirerapids", "emeraldrapids", "graniterapids"), Caches(48 * _KIB, 12, 2 * _MIB, 16, 96 * _MIB)),
+    **dict.fromkeys(("sapphirerapids", "emeraldrapids", "graniterapids"),
+                    Caches(48 * _KIB, 12, 2 * _MIB, 16, 96 * _MIB)),
 }
 DEFAULT_CACHES = Caches(32 * _KIB, 8, 512 * _KIB, 8, 8 * _MIB)   # a modest x86-64 core, for CPUs not listed
 

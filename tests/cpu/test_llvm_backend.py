@@ -514,7 +514,8 @@ def test_the_module_builder_measures_each_unrolled_loop_it_lays_out():
     builder = ModuleBuilder(PrimFunc("measured", (A, O), outer), triple, layout, 8)
     text = str(builder.build())
     assert builder.instructions() == cpu_backend._instruction_count(text)
-    (outer_spent, outer_times), (inner_spent, inner_times) = builder.unrolled_costs[outer], builder.unrolled_costs[inner["loop"]]
+    outer_spent, outer_times = builder.unrolled_costs[outer]
+    inner_spent, inner_times = builder.unrolled_costs[inner["loop"]]
     assert (outer_times, inner_times) == (1, 6)
     assert 6 * 48 * 3 <= inner_spent <= outer_spent < builder.instructions()
 
