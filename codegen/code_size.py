@@ -53,10 +53,9 @@ def roll_to_budget(stmt, instructions, budget, costs, per_copy):
     whole; a loop it did not reach is priced at per_copy instructions a store. Rolling a loop
     emits one step where it emitted all, so it saves all but a step's share of what it cost."""
     while instructions > budget:
-        candidates = _outermost_unrolled(stmt)
-        if not candidates:
+        loop = _largest_outermost_unrolled(stmt)
+        if loop is None:
             break
-        loop = max(candidates, key=emitted_copies)
         spent, emitted = costs.get(loop, (emitted_copies(loop) * per_copy, 1))
         instructions -= _emissions(stmt, loop) * (spent / emitted * (1 - 1 / loop.extent) - ROLLED_LOOP_INSTRUCTIONS)
         stmt = _replace_loop(stmt, loop, replace(loop, kind="serial"))
@@ -105,11 +104,13 @@ def roll_to_fit(stmt, copies_allowed):
 def roll_largest_unrolled(stmt):
     """stmt with its largest outermost unrolled loop made serial, or None when nothing unrolls
     more than once."""
-    candidates = _outermost_unrolled(stmt)
-    if not candidates:
-        return None
-    largest = max(candidates, key=emitted_copies)
-    return _replace_loop(stmt, largest, replace(largest, kind="serial"))
+    largest = _largest_outermost_unrolled(stmt)
+    return None if largest is None else _replace_loop(stmt, largest, replace(largest, kind="serial"))
+
+
+def _largest_outermost_unrolled(stmt):
+    """The outermost unrolled loop that emits the most stores (the next to roll), or None."""
+    return max(_outermost_unrolled(stmt), key=emitted_copies, default=None)
 
 
 def _replace_loop(stmt, old, new):

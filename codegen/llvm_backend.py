@@ -410,7 +410,7 @@ class _FunctionEmitter:
             raise CodegenError(f"not a statement: {stmt!r}")
 
     def _for(self, loop):
-        if loop.kind != "unrolled" or loop is self.outlined_loop:
+        if loop.kind != "unrolled":   # the outlined loop is parallel, never unrolled
             self._loop(loop)
             return
         started = self.mb.instruction_count
