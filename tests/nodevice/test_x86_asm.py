@@ -4,7 +4,8 @@ the dependence chains a loop body carries (hand-written assembly, as LLVM lays i
 import pytest
 
 from codegen import x86_asm
-from codegen.cpu_model import FMA_LATENCY, MASKED_STORE_FORWARD_CYCLES, STORE_FORWARD_LATENCY, dependence_chains
+from codegen.cpu_model import (FMA_LATENCY, MASKED_STORE_FORWARD_CYCLES, STORE_FORWARD_LATENCY, chained_cycles,
+                               dependence_chains)
 from codegen.x86_instructions import classify
 
 
@@ -149,3 +150,11 @@ def test_a_load_of_what_a_masked_store_wrote_waits():
     assert dependence_chains(through_memory) == (STORE_FORWARD_LATENCY + FMA_LATENCY, MASKED_STORE_FORWARD_CYCLES)
     assert dependence_chains(streaming) == (0, 0)   # each pass reads what no store of the last one wrote
     assert dependence_chains(reread) == (0, MASKED_STORE_FORWARD_CYCLES)   # within a pass it still waits
+
+
+def test_chains_as_long_as_the_pipe_work_cost_more_than_either():
+    # 8 FMA chains on two pipes with a latency of 4: both bounds say 4 cycles a pass, and such
+    # loops run at about 0.89 of the pipes' rate; 16 chains run at the pipes' rate.
+    assert chained_cycles(4.0, 4.0) == pytest.approx(4.0 / 0.89, rel=0.01)
+    assert chained_cycles(8.0, 4.0) == pytest.approx(8.0, rel=0.01)
+    assert chained_cycles(2.0, 4.0) == pytest.approx(4.0, rel=0.01)
