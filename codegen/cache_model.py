@@ -124,9 +124,10 @@ class CacheModel:
         elif isinstance(stmt, Allocate):
             parts = [self._moved(stmt.body, cache, pinned)]
         elif isinstance(stmt, IfThenElse):
-            parts = [self._moved(stmt.then_body, cache, pinned)]
-            if stmt.else_body is not None:
-                parts.append(self._moved(stmt.else_body, cache, pinned))
+            # One branch runs (a versioned tile's fast or guarded copy, not both): the larger's bytes.
+            branches = [self._moved(body, cache, pinned) for body in (stmt.then_body, stmt.else_body)
+                        if body is not None]
+            return max(branches, key=lambda moved: sum(moved.values()))
         else:
             return footprint
         total = {}

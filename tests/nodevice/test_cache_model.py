@@ -1,7 +1,7 @@
 """Data movement through a cache from loop-IR footprints (codegen.cache_model)."""
 
 from codegen.cache_model import Cache, CacheModel
-from codegen.ir import Buffer, For, Store, loop_var
+from codegen.ir import Buffer, For, IfThenElse, Store, loop_var
 from flexsched.expr import Load
 
 KIB = 1024
@@ -49,3 +49,19 @@ def test_rows_a_page_apart_thrash_a_set_of_an_associative_cache():
     assert CacheModel(nest(32)).moved(Cache(32 * KIB, ways=8)) > 16 * 32 * 64
     # 16 rows stay within twice the ways, as a real L1 mostly keeps them
     assert CacheModel(nest(16)).moved(Cache(32 * KIB, ways=8)) == 0
+
+
+def test_a_versioned_body_moves_what_one_of_its_copies_moves():
+    # A tile's fast and guarded copies read the same row; each iteration runs one of them.
+    a = Buffer("A", (64, 1024), "float32")
+    out = Buffer("O", (64,), "float32")
+
+    def row(i):
+        j = loop_var("j", 1024)
+        return For(j, 1024, "serial", Store(out, (i,), Load(out, (i,), "float32") + Load(a, (i, j), "float32")))
+
+    plain = CacheModel(loops([64], lambda v: row(v[0])))
+    versioned = CacheModel(loops([64], lambda v: IfThenElse(v[0] < 60, row(v[0]), row(v[0]))))
+    cache = Cache(2 * KIB)   # less than a row of A: every copy streams its row through
+    assert plain.moved(cache) == 64 * (4 * KIB + 2 * 64)
+    assert versioned.moved(cache) == plain.moved(cache)
