@@ -496,9 +496,9 @@ def _loop_cycles(function, loop, functions, trips, core, tally, weight):
 
 
 def _block(function, indices, functions, trips, core, tally, weight):
-    """The cycles of one pass over a block's instructions (pipes or loop-carried dependence
-    chains, whichever is slower, plus stalls), added weight times, with its instruction mix and
-    the calls it makes."""
+    """The cycles of one pass over a block's instructions (its busiest pipe and its loop-carried
+    dependence chains, combined by chained_cycles, plus stalls), added weight times, with its
+    instruction mix and the calls it makes."""
     slots = {"fma": 0.0, "vector": 0.0, "shuffle": 0.0, "load": 0.0, "store": 0.0}
     mix = {}
     extra = 0.0
