@@ -62,6 +62,22 @@ def cpu_description():
     return f"{name} ({host()[0]}), {get_target('llvm').device}"
 
 
+def host_load():
+    """(involuntary context switches of this process, CPU seconds every other process has used) so far,
+    from /proc; (0, 0.0) where there is none. Around the final rounds they say whether something
+    took the cores from the kernels there."""
+    import resource
+
+    switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
+    try:
+        fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        own = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return switches, 0.0
+    busy = sum(fields) - fields[3] - fields[4]   # all but idle and iowait
+    return switches, (busy - int(own[11]) - int(own[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def cases():
     """{case name: task}."""
     result = {"GMM": get_task("GMM", 1024, 1024, 1024)}
@@ -130,7 +146,9 @@ def run_case(name, task, args, evaluator, earlier=(0.0, 0)):
     prepacked = prepacked_kernel(task, result.schedule, inputs, reference)
     if prepacked is not None:
         contestants.append(kernel_timed("ours, weights pre-packed", prepacked, prepacked.arguments(inputs)))
+    load, started = host_load(), time.perf_counter()
     side = time_side_by_side(contestants, args.rounds)
+    load_after, rounds_seconds = host_load(), time.perf_counter() - started
     ratios = side.ratios("ours", library.name)
     prepacked_ratios = side.ratios("ours, weights pre-packed", library.name) if prepacked is not None else []
     compiles = [e.evaluation.details.get("compile_seconds", 0.0) for e in entries if e.ok and e.evaluation.details]
@@ -154,6 +172,9 @@ def run_case(name, task, args, evaluator, earlier=(0.0, 0)):
         "prepacked_ratio_median": statistics.median(prepacked_ratios) if prepacked_ratios else None,
         "cpu": cpu_description(),
         "finalist_seconds": [f.seconds for f in result.finalists],
+        # What else ran during the final rounds: this process preempted, and other processes' cores.
+        "final_rounds_preemptions_per_second": (load_after[0] - load[0]) / rounds_seconds,
+        "final_rounds_other_cores": (load_after[1] - load[1]) / rounds_seconds,
         "best_schedule": json.loads(result.schedule.to_json()),
     }
 
@@ -262,7 +283,9 @@ def main():
             finalist_seconds = min(row["finalist_seconds"], default=row["best_seconds"])
             if row["best_seconds"] > FINAL_DRIFT * finalist_seconds:
                 print(f"     the final rounds timed the kernel {row['best_seconds'] / finalist_seconds:.1f}x slower than "
-                      f"the finalists phase did: re-time it with experiments/cpu_retime.py", flush=True)
+                      f"the finalists phase did (other processes took {row['final_rounds_other_cores']:.2f} of a core "
+                      f"meanwhile; this one was preempted {row['final_rounds_preemptions_per_second']:.0f} times a "
+                      f"second): re-time it with experiments/cpu_retime.py", flush=True)
     conv = [row["ratio_median"] for row in rows if row["case"].startswith("C")]
     if conv:
         print(f"YOLO geometric-mean ratio over {len(conv)} layers: "
