@@ -22,6 +22,7 @@ import itertools
 import json
 import math
 import os
+import resource
 import statistics
 import time
 from pathlib import Path
@@ -66,8 +67,6 @@ def host_load():
     """(involuntary context switches of this process, CPU seconds every other process has used) so far,
     from /proc; (0, 0.0) where there is none. Around the final rounds they say whether something
     took the cores from the kernels there."""
-    import resource
-
     switches = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
     try:
         fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
