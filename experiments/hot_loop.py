@@ -14,38 +14,26 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 
-from codegen import cpu_model
+from codegen import cpu_model, x86_asm
 from codegen.kernel import build
 from flexsched.schedule import Schedule
 from flexsched.target import get_target
 
 from cpu_benchmark import cases, cpu_description
 
-LABEL = re.compile(r"^\.?[A-Za-z_][\w.$]*:")
-
-
-def blocks(assembly):
-    """The assembly's basic blocks, each a list of instruction lines, split at labels."""
-    found, current = [], []
-    for line in assembly.splitlines():
-        if LABEL.match(line.strip()) and current:
-            found.append(current)
-            current = []
-        current.append(line.strip())
-    return found + [current]
-
 
 def hottest_block(assembly):
-    """{"instructions", "multiply_adds", "broadcasts", "stack_references"} of the block with the most FMAs."""
-    block = max(blocks(assembly), key=lambda lines: sum("vfmadd" in line for line in lines))
-    instructions = [line for line in block if line and not LABEL.match(line) and not line.startswith(".")]
-    return {"instructions": len(instructions),
-            "multiply_adds": sum("vfmadd" in line for line in instructions),
-            "broadcasts": sum("vbroadcast" in line for line in instructions),
-            "stack_references": sum("(%rsp)" in line for line in instructions)}
+    """{"instructions", "multiply_adds", "broadcasts", "stack_references"} of the basic block, over every
+    function of the assembly (codegen.x86_asm), with the most FMAs."""
+    blocks = [[function.instructions[index] for index in function.block_instructions(block)]
+              for function in x86_asm.parse(assembly).values() for block in range(len(function.blocks))]
+    block = max(blocks, key=lambda instructions: sum(i.mnemonic.startswith("vfmadd") for i in instructions))
+    return {"instructions": len(block),
+            "multiply_adds": sum(i.mnemonic.startswith("vfmadd") for i in block),
+            "broadcasts": sum(i.mnemonic.startswith("vbroadcast") for i in block),
+            "stack_references": sum(any("(%rsp)" in operand for operand in i.operands) for i in block)}
 
 
 def main():
