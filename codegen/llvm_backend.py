@@ -34,6 +34,7 @@ from flexsched.expr import Binary, Call, Cast, Compare, Const, Intrinsic, IterVa
 
 CPU_LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 GPU_LOOP_KINDS = tuple(kind for kind in LOOP_KINDS if kind not in CPU_LOOP_KINDS)
+MAX_FENCED_STEPS = 9          # a 3 x 3 filter's taps; longer loops LLVM keeps rolled or unrolls in part
 MAX_STACK_BYTES = 16 * 1024     # larger scratch buffers come from the heap
 # Scratch buffers start on a cache line, so with rows pitched to whole vectors no vector access
 # of a local tile or packed panel straddles two lines (one 64-byte line holds an AVX-512 vector).
@@ -424,7 +425,7 @@ class _FunctionEmitter:
             self._vectorized(loop)
         elif self._transposed_copy(loop):
             pass
-        elif loop.kind == "unrolled":
+        elif loop.kind == "unrolled" or self._fenced_taps(loop):
             self._unrolled(loop)
         else:
             self._serial_loop(loop.var, _int64(0), _int64(loop.extent), loop.body, rolled=_fills(loop.body))
@@ -557,6 +558,18 @@ class _FunctionEmitter:
                 self._compiler_fence(fenced)
             with self._bound(loop.var, _int64(step)):
                 self.stmt(loop.body)
+
+    def _fenced_taps(self, loop):
+        """Whether a short serial reduction loop around a large register tile is unrolled here, fenced,
+        rather than by LLVM: unrolled by LLVM (as it does a filter's 3 taps), its steps' shared input
+        loads merge and spill the tile. The steps count those of the serial loops inside it, which are
+        unrolled so too. A tile under guards (the partial copy of a versioned tile) runs seldom and is
+        left to LLVM, to keep the code small."""
+        inside = list(walk_stmts(loop.body))
+        steps = loop.extent * int(np.prod([stmt.extent for stmt in inside if isinstance(stmt, For)
+                                           and stmt.kind == "serial"], dtype=np.int64))
+        return (steps <= MAX_FENCED_STEPS and not any(isinstance(stmt, IfThenElse) for stmt in inside)
+                and self._reads_to_fence(loop) is not None)
 
     def _reads_to_fence(self, loop):
         """The buffers read by a reduction's unrolled steps into a register tile of more accumulators
