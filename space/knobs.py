@@ -73,16 +73,20 @@ def _guarded_factorisations(extent, caps):
     return found
 
 
-def _padded_inner_factorisations(extent, caps):
+def _padded_inner_factorisations(extent, caps, exact=()):
     """Splits whose innermost factor does not divide the extent: the tiles, ceil-divided, run at
     one outer level (the others 1), or at one inner level under an outermost factor from
     GUARD_MULTIPLES, so a parallel outer loop keeps a packed panel shared by many tiles (a register
     tile of 6 rows over 1024 rows as 2 x 86 x 6: AVX2 code, GMM ran at 1.09-1.12x oneDNN, against
-    0.55-0.57 as 171 x 6, whose every tile packed its own panel). The tiles past the end run a
-    guarded copy (codegen.peel peels a last one off, codegen.version tests each before it starts).
-    Not every factorisation of the tile count: those would mostly add odd factors (171 = 9 x 19)
-    that crowd the knob's moves."""
+    0.55-0.57 as 171 x 6, whose every tile packed its own panel), or under the middle factors of
+    any of the `exact` splits with the outermost factor ceil-divided, so that a move changes the
+    innermost factor of a split and keeps its middle ones (2 x 2 x 2-vector register tiles of YOLO
+    C4 took 3 rows only from splits whose middle factors were all 1 or a tile count). The tiles past
+    the end run a guarded copy (codegen.peel peels a last one off, codegen.version tests each before
+    it starts). Not every factorisation of the tile count: those would mostly add odd factors
+    (171 = 9 x 19) that crowd the knob's moves."""
     found = []
+    middles = {value[1:-1] for value in exact}
     for inner in range(2, (caps[-1] or 0) + 1):
         tiles = _ceil_div(extent, inner)
         if extent % inner == 0 or tiles * inner * 100 > GUARD_SLACK_PERCENT * extent:
@@ -101,6 +105,12 @@ def _padded_inner_factorisations(extent, caps):
                 if cap is None or rest <= cap:
                     found.append((outermost,) + tuple(rest if position == level else 1
                                                       for position in range(1, len(caps) - 1)) + (inner,))
+        for middle in middles:
+            covered = math.prod(middle) * inner
+            outermost = _ceil_div(extent, covered)
+            if (outermost * covered * 100 <= GUARD_SLACK_PERCENT * extent
+                    and (caps[0] is None or outermost <= caps[0])):
+                found.append((outermost, *middle, inner))
     return found
 
 
@@ -220,7 +230,7 @@ class SplitKnob(_Knob):
         exact = sorted(_factorisations(self.extent, self.caps))
         padded = sorted(_guarded_factorisations(self.extent, self.caps)) if self.guarded else []
         if self.guarded and padded_inner and self.parts > 1:
-            padded += sorted(set(_padded_inner_factorisations(self.extent, self.caps)) - set(padded))
+            padded += sorted(set(_padded_inner_factorisations(self.extent, self.caps, exact)) - set(padded))
         values = [value for value in exact + padded
                   if all(floor is None or factor >= floor for factor, floor in zip(value, self.floors))]
         if not values:

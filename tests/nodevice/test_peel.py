@@ -16,7 +16,7 @@ from codegen.peel import peel_tails
 from flexsched.registry import get_task
 from flexsched.schedule import Schedule
 from space import generate
-from space.knobs import GUARD_MULTIPLES, SplitKnob
+from space.knobs import GUARD_MULTIPLES, GUARD_SLACK_PERCENT, SplitKnob
 
 ROWS, DEPTH, COLUMNS, TILE = 50, 16, 8, 6   # 50 rows in 9 tiles of 6: the last has 2 rows
 
@@ -72,20 +72,33 @@ def test_a_short_loop_keeps_its_guarded_last_iteration():
         [(loop.var.name, loop.extent) for loop in loops(func.body)]
 
 
-def test_padded_inner_splits_run_their_tiles_at_one_level_under_a_round_outermost_factor():
+def test_padded_inner_splits_run_their_tiles_at_one_level_or_under_an_exact_splits_middle_factors():
     knob = SplitKnob("O.split.i", 1024, 4, caps=(None, None, None, 8), padded_inner=True)
     plain = SplitKnob("O.split.i", 1024, 4, caps=(None, None, None, 8))
     added = set(knob.values) - set(plain.values)
-    assert {(1, 1, 171, 6), (1, 1, 147, 7), (2, 1, 86, 6), (4, 43, 1, 6)} <= added
+    middles = {value[1:-1] for value in plain.values}
+    assert {(1, 1, 171, 6), (1, 1, 147, 7), (2, 1, 86, 6), (4, 43, 1, 6), (22, 4, 2, 6)} <= added
     for value in added:
         inner, tiles = value[-1], -(-1024 // value[-1])
+        outermost, *middle = value[:-1]
         assert 1024 % inner, value
         if sorted(value[:-1])[:-1] == [1, 1]:   # the tiles at one level
             assert np.prod(value[:-1]) == tiles, value
+        elif tuple(middle) in middles:          # or under an exact split's middle factors, padded a little
+            assert outermost == -(-1024 // (np.prod(middle) * inner)), value
+            assert np.prod(value) * 100 <= GUARD_SLACK_PERCENT * 1024, value
         else:                                   # or at one level under an outermost factor that rounds them up
-            outermost, *middle = value[:-1]
             assert outermost in GUARD_MULTIPLES and sorted(middle)[0] == 1, value
             assert max(middle) == -(-tiles // outermost) and outermost == -(-1024 // (max(middle) * inner)), value
+
+
+def test_a_move_gives_a_split_a_padded_innermost_factor_and_keeps_its_middle_ones():
+    """4 x 2 x 2 rows over 256 to 3 rows: the move that enlarges the innermost factor at the expense
+    of the outermost one finds 11 x 4 x 2 x 3 (264 rows, 8 guarded off)."""
+    knob = SplitKnob("O.split.k", 256, 4, caps=(None, None, None, 4), padded_inner=True)
+    enlarge_innermost = knob.directions.index((3, 0))
+    moved = knob.move(knob.index_of((16, 4, 2, 2)), enlarge_innermost)
+    assert knob.values[moved] == (11, 4, 2, 3)
 
 
 @pytest.mark.parametrize("extent", [14, 28, 56, 112, 196, 256, 784, 1024, 3136])

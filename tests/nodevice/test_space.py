@@ -17,6 +17,7 @@ from flexsched.schedule import ScheduleError
 from flexsched.target import get_target
 from space import Config, Space, SpaceError, generate
 from space.footprint import reads_footprint
+from space.knobs import GUARD_SLACK_PERCENT
 
 TARGETS = ("llvm", "cuda", "fpga")
 small = st.integers(1, 9)
@@ -445,6 +446,19 @@ def test_a_channel_vectorised_tile_never_runs_past_the_channels():
               if type(step).__name__ == "Split" and step.node == "O"}
     assert splits["k"][-1] == lanes and math.prod(splits["k"]) == 32
     assert math.prod(splits["hw"]) >= 196 and math.prod(splits["hw"][1:]) <= 196
+
+
+def test_a_channel_vectorised_tiles_rows_cover_the_width_with_little_padding():
+    """k's innermost factor, 3, becomes the tile's rows along the 56 pixels of a row, under the width's
+    own middle factors (4 and what the vector's width leaves of the next: 2 on 8 lanes, 4 on 16), which
+    would cover 72 or 96 of them: the next gives way to 1 (5 x 4 x 1 x 3 = 60, 4 guarded off)."""
+    space = generate(analyze(get_task("C2D", 1, 8, 56, 56, 32, 3, 1, 1)), "llvm")
+    lanes = get_target("llvm").vector_lanes
+    config = _cpu_config(space, O__accumulate="registers", O__vector="k", O__split__k=(1, 1, 11, 3),
+                         O__split__w=(-(-56 // (4 * lanes)), 4, 1, lanes), O__pack__W="none", O__block__pad="none")
+    splits = {step.loop: step.factors for step in space.schedule(space.point(config)).steps
+              if type(step).__name__ == "Split" and step.node == "O"}
+    assert splits["k"][-1] == lanes and splits["w"] == (5, 4, 1, 3)
 
 
 def test_a_channel_vectorised_tile_may_block_the_broadcast_input_along_its_reduction():
