@@ -157,7 +157,6 @@ def run_case(name, task, args, evaluator, earlier=(0.0, 0)):
         "case": name, "task": str(task), "method": args.method, "trials": len(entries), "ok": result.history.num_ok,
         "failures": failures, "search_seconds": search_seconds, "candidates_per_second": len(entries) / search_seconds,
         "priced_starts": result.priced_starts, "transferred_starts": result.transferred_starts + earlier[1],
-        "register_fills": result.register_fills,
         "passes": list(args.passes),
         "compile_seconds_mean": statistics.mean(compiles) if compiles else 0.0,
         "search_loop_seconds": search_loop_seconds, "search_candidates_per_second": len(entries) / search_loop_seconds,

@@ -59,7 +59,6 @@ class TuneResult:
     cost_model: Any = None        # the explore.cost_model.CostModel that screened, trained on this search
     priced_starts: int = 0        # random points the target's static model priced to pick the first starts
     transferred_starts: int = 0   # first starts carried over from other tasks' records (transfer_from)
-    register_fills: int = 0       # best points' register tiles reshaped fuller, measured (explore.search)
 
     @property
     def gbps(self):
@@ -247,7 +246,7 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
                       kernel, history, len(history), len(history) - outcome.resumed - outcome.reused,
                       outcome.stop_reason, outcome.reused, report, space, retimed, seed, judged_by,
                       screen.screened_out if screen else 0, screen.model if screen else None, outcome.priced,
-                      outcome.transferred, outcome.filled)
+                      outcome.transferred)
 
 
 def _transferred(path, space, task, target, count, judged_by):

@@ -32,13 +32,6 @@ claimed: a point another run already recorded joins the history with that run's 
 not evaluated), a point another run is evaluating is waited for after this run's own points are
 evaluated and recorded, and the rest are evaluated here and recorded through `shared`.
 
-Register fills: with a start screen, each new best point's register fills (Space.register_fills: its
-register tiles reshaped to hold as many accumulators as they can) that the screen predicts faster than
-the point itself are measured as a round of their own. A move changes one knob, so it seldom gets there:
-AVX2 searches of the YOLO 3 x 3 layers ended with tiles of 8 accumulators where 12 fit. Not every fill
-pays (from YOLO C4's and C8's bests with one vector of 8 rows, the fills to two vectors of 6 ran at
-0.31-0.57 of the best, as the model predicted, 0.41-0.89), so the screen decides.
-
 Model guidance: with `screen` (explore.guided.ModelScreen), each round the method proposes `ratio`
 times as many points as it would measure, the screen's cost model ranks them and only the best
 ranked are evaluated; the screen learns from every evaluated point.
@@ -97,7 +90,6 @@ class SearchOutcome:
     reused: int = 0   # entries another run sharing the record file evaluated during this one
     priced: int = 0   # random points the start screen priced to pick the first starts (not trials)
     transferred: int = 0  # points carried over from other tasks' records, measured as first starts
-    filled: int = 0   # register fills of best points measured (see Register fills above)
 
 
 class Search:
@@ -124,7 +116,6 @@ class Search:
         self._priced = 0
         self.start_points = tuple(start_points)
         self._transferred = 0
-        self._filled = 0
         self.method_options = method_options
 
     def run(self, trials, history=None):
@@ -198,20 +189,11 @@ class Search:
                 screen.observe(entries)
         self._warm_up(history, method, evaluate, trials, screen)
         stop_reason = "trials"
-        filled = set()  # schedule keys of the best points whose register fills were priced
         while len(history) < trials:
             if stopper.should_stop(len(history)):
                 stop_reason = "early_stopping"
                 break
             wanted = trials - len(history)
-            fills = self._register_fills(method, history.best, filled)[:wanted]
-            if fills:
-                entries = evaluate(fills)
-                self._filled += len(entries)
-                if screen is not None:
-                    screen.observe(entries)
-                method.observe(fills, entries)
-                continue
             if screen is not None:  # a guided round measures at most `starts` points, screened once the model can
                 pool = method.propose_pool(wanted, screen.ratio) if screen.active else method.propose(wanted)
                 proposals = screen.select(pool, min(wanted, self.starts))
@@ -224,28 +206,7 @@ class Search:
             if screen is not None:
                 screen.observe(entries)
             method.observe(proposals, entries)
-        return SearchOutcome(history, stop_reason, resumed, len(reused), self._priced, self._transferred,
-                             self._filled)
-
-    def _register_fills(self, method, best, filled):
-        """Proposals of the best point's register fills that the start screen predicts faster than the
-        point, fastest first, at most `starts`; once per best point, none without a start screen."""
-        if self.start_screen is None or best is None or best.schedule_key in filled:
-            return []
-        filled.add(best.schedule_key)
-        pending, fills = set(), []
-        for point in self.space.register_fills(best.point):
-            key = method.fresh_key(point, pending)
-            if key is not None:
-                pending.add(key)
-                fills.append(Proposal(point, key))
-        if not fills:
-            return []
-        own, *predicted = self.start_screen.evaluate(self.task, self.space, [best.point, *(p.point for p in fills)])
-        faster = sorted((evaluation.seconds, index) for index, evaluation in enumerate(predicted)
-                        if evaluation.ok and not _guessed_from_below(evaluation)
-                        and own.ok and evaluation.seconds < own.seconds)
-        return [fills[index] for _, index in faster[:self.starts]]
+        return SearchOutcome(history, stop_reason, resumed, len(reused), self._priced, self._transferred)
 
     def _warm_up(self, history, method, evaluate, trials, screen=None):
         tried = 0

@@ -119,18 +119,6 @@ def fits(info, target, config):
                for _, rows, vectors in (_tile_shape(node, target, config) for node in _register_tiled(info, config)))
 
 
-def accumulators(info, target, config):
-    """The vector registers a config's register tiles accumulate in, over all its nodes (0 without one)."""
-    return sum(rows * vectors for _, rows, vectors in
-               (_tile_shape(node, target, config) for node in _register_tiled(info, config)))
-
-
-def tile_knobs(info, target, config):
-    """The split knobs whose innermost factors shape a config's register tiles."""
-    return [knob_name(node, "split", loop) for node in _register_tiled(info, config)
-            for loop in split_loops(node.spatial)]
-
-
 def _register_rows(node):
     """Which spatial loops of a reducing node may take a register tile's row count that does not
     divide their extent (6 rows of 16 lanes over 1024: 12 accumulators, where the divisors offer

@@ -17,8 +17,7 @@ def generate(info, target):
     """The Space of `info` (an AnalysisInfo) on `target` (a Target or its name)."""
     target = get_target(target)
     rules = _RULES[target.kind]
-    optional = {name: _bound(getattr(rules, name, None), info, target)
-                for name in ("family", "broad_family", "fits", "accumulators", "tile_knobs")}
+    optional = {name: _bound(getattr(rules, name, None), info, target) for name in ("family", "broad_family", "fits")}
     return Space(info, target, rules.knobs(info, target), lambda config: rules.emit(info, target, config),
                  version=GENERATED_VERSION, **optional)
 

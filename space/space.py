@@ -9,7 +9,6 @@ have a stable global index, which the Q-network's outputs follow.
 
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
@@ -36,7 +35,7 @@ class Space:
     are never read as points of another."""
 
     def __init__(self, info, target, knobs, emit, name=GENERATED, version=1, family=None, fits=None,
-                 broad_family=None, accumulators=None, tile_knobs=None):
+                 broad_family=None):
         self.info = info
         self.target = target
         self.name = name
@@ -46,8 +45,6 @@ class Space:
         self._family = family  # Config -> hashable kind of kernel, or None where all are one kind
         self._broad_family = broad_family or family  # Config -> a coarser kind, grouping some families
         self._fits = fits  # Config -> whether a search proposes it, or None where every point does
-        self._accumulators = accumulators  # Config -> the registers its register tiles accumulate in
-        self._tile_knobs = tile_knobs  # Config -> names of the split knobs shaping its register tiles
         self.directions = tuple((k, d) for k, knob in enumerate(self.knobs) for d in range(knob.num_directions))
         self._offsets = np.cumsum([0] + [knob.encoding_length for knob in self.knobs])
         names = [knob.name for knob in self.knobs]
@@ -122,31 +119,6 @@ class Space:
                 if self.fits(neighbour):
                     result.append((direction, neighbour))
         return result
-
-    def register_fills(self, point):
-        """The fitting points whose register tiles hold the most accumulators any reshape of the point's
-        holds, where that is more than the point's: the innermost factors of the knobs shaping its tiles
-        set anew together, each knob's other factors the nearest it has to the point's ones. [] where
-        the target has no register tiles. (Two moves apart as a rule: a 2-vector tile of 3 rows where the
-        point has 1 vector of 4 rows passes 1 vector of 3 or 2 vectors of 4, too small or too large.)"""
-        point = self._check(point)
-        if self._tile_knobs is None or self._accumulators is None:
-            return []
-        config = self.config(point)
-        shaping = set(self._tile_knobs(config))
-        positions = [index for index, knob in enumerate(self.knobs) if knob.name in shaping]
-        innermost = [sorted({value[-1] for value in self.knobs[index].values}) for index in positions]
-        held = {}
-        for factors in itertools.product(*innermost):
-            candidate = list(point)
-            for index, factor in zip(positions, factors):
-                knob = self.knobs[index]
-                candidate[index] = knob.nearest_index(knob.values[point[index]][:-1] + (factor,))
-            candidate = tuple(candidate)
-            if candidate not in held and candidate != point and self.fits(candidate):
-                held[candidate] = self._accumulators(self.config(candidate))
-        most = max(held.values(), default=0)
-        return [candidate for candidate, count in held.items() if count == most > self._accumulators(config)]
 
     def encode(self, point):
         """A fixed-length float32 vector in [0, 1] describing the point, for learning."""

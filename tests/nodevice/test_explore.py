@@ -299,31 +299,6 @@ def search_with_screen(screen, trials=10, start_pool=32):
     return search.run(trials), evaluator
 
 
-class AccumulatorScreen(PricingScreen):
-    """A start screen that prices a point by its register tile alone: fuller (or, with fuller_is_faster
-    false, emptier) tiles faster."""
-
-    def __init__(self, fuller_is_faster):
-        super().__init__()
-        self.sign = -1 if fuller_is_faster else 1
-
-    def evaluate(self, task, space, points):
-        evaluations = super().evaluate(task, space, points)
-        return [Evaluation("ok", 1.0 + 0.01 * self.sign * space._accumulators(space.config(point)))
-                if evaluation.ok else evaluation for point, evaluation in zip(points, evaluations)]
-
-
-def test_a_best_points_register_fills_are_measured_where_the_screen_predicts_them_faster():
-    space = space_of(GMM)
-    outcome, evaluator = search_with_screen(AccumulatorScreen(fuller_is_faster=True), trials=30)
-    filled = [entry.point for entry in outcome.history.entries
-              if any(entry.point in space.register_fills(other.point) for other in outcome.history.entries)]
-    assert outcome.filled > 0 and len(filled) >= outcome.filled
-    assert len(outcome.history) == 30 == len(evaluator.calls)   # fills are trials, measured once
-    outcome, _ = search_with_screen(AccumulatorScreen(fuller_is_faster=False), trials=30)
-    assert outcome.filled == 0
-
-
 def test_first_starts_are_the_screens_best_of_each_kind_of_kernel_in_its_pool():
     screen = PricingScreen()
     outcome, evaluator = search_with_screen(screen)

@@ -531,23 +531,3 @@ def test_a_strided_convolution_vectorised_along_the_width_reads_its_padded_input
     assert phases(2, **{"O.pack.pad": "S0"}) == [Deinterleave("pad.local", 3, 2)]    # the copy the tile reads
     assert phases(1) == []                                          # every element is read
     assert phases(2, **{"O.vector": "k"}) == []                     # the lanes are channels
-
-
-@pytest.mark.parametrize("lanes, registers, budget", [(8, 16, 12), (16, 32, 16)])
-def test_register_fills_reshape_a_tile_to_the_most_accumulators_the_budget_holds(lanes, registers, budget):
-    """A point's register fills change only its tile-shaping split knobs, fit, and hold the budget's
-    accumulators; a full tile has none, nor has a space without register tiles."""
-    target = get_target("llvm").with_(vector_lanes=lanes, vector_registers=registers)
-    space = generate(analyze(get_task("C2D", 1, 16, 8, 32, 64, 3, 1, 1)), target)
-    point = space.point(_cpu_config(space, O__accumulate="registers", O__vector="k", O__split__k=(32, 1, 1, 2),
-                                    O__split__h=(8, 1, 1, 1), O__split__w=(32 // lanes, 1, 1, lanes)))
-    assert space.fits(point) and _tile_accumulators(space, point, lanes) == 2
-    fills = space.register_fills(point)
-    assert fills
-    for fill in fills:
-        assert space.fits(fill) and _tile_accumulators(space, fill, lanes) == budget
-        changed = {knob.name for knob, old, new in zip(space.knobs, point, fill) if old != new}
-        assert changed and changed <= {"O.split.k", "O.split.h", "O.split.w"}
-        assert space.register_fills(fill) == []
-    fpga = generate(analyze(get_task("GMV", 6, 4)), "fpga")
-    assert fpga.register_fills(fpga.random_point(0)) == []
