@@ -565,6 +565,8 @@ class _FunctionEmitter:
         loads merge and spill the tile. The steps count those of the serial loops inside it, which are
         unrolled so too. A tile under guards (the partial copy of a versioned tile) runs seldom and is
         left to LLVM, to keep the code small."""
+        if loop.extent > MAX_FENCED_STEPS:   # most loops: no need to look inside
+            return False
         inside = list(walk_stmts(loop.body))
         steps = loop.extent * int(np.prod([stmt.extent for stmt in inside if isinstance(stmt, For)
                                            and stmt.kind == "serial"], dtype=np.int64))
