@@ -593,6 +593,10 @@ YARDSTICK_SAMPLES = 64   # the latest repeats a yardstick's time is taken from
 # kernels, 60 samples: one paired repeat's ratio was 0.95-1.10 of the median between the 10th and
 # 90th percentiles, 0.89-1.16 at the extremes; the median of three 0.95-1.06 and 0.85-1.15.)
 CLEARLY_SLOWER = 1.1
+# A candidate is timed again for the crown only when its pairs put it this much below the yardstick:
+# an equal kernel's median of three paired ratios falls below 1.0 half the time, and on YOLO C6 and C10
+# (45-50 ms a run) a third of all candidates were timed again, 40 of 65 C6 crowns then timing no faster.
+CROWN_MARGIN = 0.97
 _yardsticks = OrderedDict()   # (task ref, target) JSON -> Yardstick, in this worker
 
 
@@ -630,16 +634,20 @@ def settle_yardstick(kernel, arrays, number, per_run, yardstick):
     """(the candidate's per-run seconds, the Yardstick it becomes or None) after a full timing:
     per_run, times alone without a yardstick, paired with one otherwise.
 
-    The task's first candidate becomes the yardstick with its own times. One that timed faster than
-    the yardstick is timed again in as many fresh pairs, which give its time and its first times as
-    the yardstick: the times that picked it are low by luck (the fastest of hundreds of noisy times)."""
+    The task's first candidate becomes the yardstick with its own times. One that timed CROWN_MARGIN
+    below the yardstick is timed again in as many fresh pairs, which give its time (the times that
+    picked it are low by luck, the fastest of hundreds of noisy times) and, if they too are below the
+    yardstick's, its first times as the yardstick."""
     if yardstick is None:
         return per_run, Yardstick(kernel, arrays, number, list(per_run))
-    if statistics.median(per_run) >= yardstick.seconds:
+    if statistics.median(per_run) >= CROWN_MARGIN * yardstick.seconds:
         return per_run, None
     with _collection_paused():
         fresh = [_paired_repeat(kernel, arrays, number, yardstick) for _ in per_run]
-    return [scaled for _, scaled in fresh], Yardstick(kernel, arrays, number, [alone for alone, _ in fresh])
+    times = [scaled for _, scaled in fresh]
+    if statistics.median(times) >= yardstick.seconds:
+        return times, None
+    return times, Yardstick(kernel, arrays, number, [alone for alone, _ in fresh])
 
 
 def _workload(measure_input):

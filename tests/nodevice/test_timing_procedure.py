@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from codegen.measure import CLEARLY_SLOWER, MeasureSettings, Yardstick, settle_yardstick, time_kernel
+from codegen.measure import CLEARLY_SLOWER, CROWN_MARGIN, MeasureSettings, Yardstick, settle_yardstick, time_kernel
 
 
 class ScriptedBackend:
@@ -126,11 +126,18 @@ def test_a_faster_candidate_is_timed_by_fresh_pairs_and_becomes_the_yardstick_wi
     assert per_run == [pytest.approx(0.0024)] * 3 and crowned.samples == [0.0016] * 3
 
 
-def test_a_candidate_faster_by_luck_gets_the_time_of_its_fresh_pairs():
+def test_a_candidate_faster_by_luck_gets_the_time_of_its_fresh_pairs_and_is_not_crowned():
     kernel = ScriptedKernel([0.002])            # fresh pairs: as fast as the yardstick
     yardstick = ScriptedYardstick([0.002], seconds=0.003)
-    per_run, _ = settle_yardstick(kernel, [], 5, [0.0025] * 3, yardstick)
-    assert per_run == [pytest.approx(0.003)] * 3
+    per_run, crowned = settle_yardstick(kernel, [], 5, [0.0025] * 3, yardstick)
+    assert per_run == [pytest.approx(0.003)] * 3 and crowned is None and yardstick.repeats == 3
+
+
+def test_a_candidate_within_the_margin_below_the_yardstick_keeps_its_times_and_is_not_timed_again():
+    yardstick = ScriptedYardstick([0.002], seconds=0.003)
+    within = 0.003 * (1 + CROWN_MARGIN) / 2     # faster than the yardstick, by less than the margin
+    per_run, crowned = settle_yardstick(ScriptedKernel([0.001]), [], 5, [within] * 3, yardstick)
+    assert crowned is None and per_run == [within] * 3 and yardstick.repeats == 0 and within < 0.003
 
 
 def test_a_candidate_slower_than_the_yardstick_is_not_timed_again():
