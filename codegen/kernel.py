@@ -91,9 +91,13 @@ class Kernel:
 
     def arguments(self, inputs):
         """The inputs copied to the kernel's memory (converted ahead of time to the blocked
-        layout where the interface asks for one), followed by fresh output arrays there."""
+        layout where the interface asks for one), followed by fresh output arrays there, each
+        filled with unwritten(): freed memory comes back holding an earlier kernel's outputs, which
+        an element this kernel fails to write would pass a check with."""
         inputs = self._blocked_inputs(inputs)
         outputs = [self.backend.empty(b.shape, b.dtype) for b in self.params[len(inputs):]]
+        for output in outputs:
+            output.fill(unwritten(output.dtype))
         return [self.backend.to_device(array) for array in inputs] + outputs
 
     def run(self, *inputs):
@@ -159,6 +163,14 @@ class Kernel:
             raise ValueError(f"save() writes a CPU shared library; a {self.target.name} kernel's code is in "
                              "kernel.source")
         return save_shared_library(self, directory, name)
+
+
+def unwritten(dtype):
+    """What a fresh output holds until the kernel writes it: NaN, or an integer type's largest value."""
+    dtype = np.dtype(dtype)
+    if dtype.kind in "fc":
+        return np.nan
+    return np.iinfo(dtype).max if dtype.kind in "iu" else True
 
 
 def _reshaped(array, name, caller_shape, shape):

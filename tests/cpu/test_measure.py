@@ -178,6 +178,13 @@ def test_a_wrong_answer_is_never_timed():
     assert_ok(after)
 
 
+def test_a_kernel_that_writes_no_output_is_wrong_though_freed_memory_holds_the_right_one():
+    with Measurer(timeout_s=60, runner="measure_faults:lazy_runner", **SETTINGS) as lazy:
+        right, unwritten = lazy.measure([naive(MARKED_TASK), split(MARKED_TASK)])
+    assert_ok(right)
+    assert_failed(unwritten, "wrong_answer", "output 'O'")
+
+
 def test_a_memory_blow_up_is_a_runtime_error_in_a_surviving_worker():
     with Measurer(timeout_s=60, runner="measure_faults:memory_runner", **SETTINGS) as greedy:
         result = greedy.measure([naive(MARKED_TASK)])[0]
