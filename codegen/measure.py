@@ -124,8 +124,7 @@ class MeasureSettings:
 class MeasureResult:
     """The outcome of one candidate; seconds is the median time per kernel run (inf unless ok).
     Timed against a yardstick (yardstick_seconds > 0), each repeat's time is the candidate's over the
-    yardstick's in that pair, times yardstick_seconds (the yardstick's lower-quartile time), and no
-    repeat counts below that time unless fresh pairs crowned the candidate (settle_yardstick).
+    yardstick's in that pair, times yardstick_seconds (the yardstick's lower-quartile time).
 
     compile_seconds is the whole build; the *_seconds after `number` say where a candidate's time
     went, phase by phase (0 where a phase did not run, and in records written before they existed)."""
@@ -445,14 +444,12 @@ def check_and_time(task, kernel, settings, compile_seconds, reference_path="", w
     yardstick = _yardsticks.get(workload) if settings.paired else None
     try:
         per_run, number = time_kernel(kernel, arrays, settings, first_run_seconds, yardstick)
-        crowned = None
         if settings.paired and len(per_run) == settings.repeats:
             per_run, crowned = settle_yardstick(kernel, arrays, number, per_run, yardstick)
             if crowned is not None:
                 _keep_yardstick(workload, crowned, task)
     except Exception as err:  # noqa: BLE001
         return MeasureResult.failure("runtime_error", describe_exception(err), compile_seconds, **phases)
-    per_run = floored_at_yardstick(per_run, yardstick, crowned)
     phases["timing_seconds"] = time.perf_counter() - timing
     return MeasureResult("ok", statistics.median(per_run), min(per_run), max(per_run), len(per_run), compile_seconds,
                          "", number, yardstick_seconds=yardstick.seconds if yardstick else 0.0, **phases)
@@ -652,15 +649,6 @@ def settle_yardstick(kernel, arrays, number, per_run, yardstick):
     if statistics.median(times) >= yardstick.seconds:
         return times, None
     return times, Yardstick(kernel, arrays, number, [alone for alone, _ in fresh])
-
-
-def floored_at_yardstick(per_run, yardstick, crowned):
-    """A paired candidate's times, none below the yardstick's unless fresh pairs crowned it: one whose
-    pairs put it within CROWN_MARGIN below is a tie, so a search's best-so-far is never a lucky time
-    (the fastest of hundreds of noisy ones) but a crowned kernel's fresh one."""
-    if yardstick is None or crowned is not None:
-        return per_run
-    return [max(seconds, yardstick.seconds) for seconds in per_run]
 
 
 def _workload(measure_input):

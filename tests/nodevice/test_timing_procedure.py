@@ -6,8 +6,7 @@ import math
 
 import pytest
 
-from codegen.measure import (CLEARLY_SLOWER, CROWN_MARGIN, MeasureSettings, Yardstick, floored_at_yardstick,
-                             settle_yardstick, time_kernel)
+from codegen.measure import CLEARLY_SLOWER, CROWN_MARGIN, MeasureSettings, Yardstick, settle_yardstick, time_kernel
 
 
 class ScriptedBackend:
@@ -152,11 +151,3 @@ def test_a_candidate_slower_than_the_yardstick_is_not_timed_again():
     yardstick = ScriptedYardstick([0.002], seconds=0.003)
     per_run, crowned = settle_yardstick(ScriptedKernel([0.001]), [], 5, [0.0031] * 3, yardstick)
     assert crowned is None and per_run == [0.0031] * 3 and yardstick.repeats == 0
-
-
-def test_a_candidate_not_crowned_is_recorded_no_faster_than_the_yardstick():
-    yardstick = ScriptedYardstick([0.002], seconds=0.003)
-    within = [0.0029, 0.00295, 0.0031]                     # within the margin below: a tie
-    assert floored_at_yardstick(within, yardstick, None) == [0.003, 0.003, 0.0031]
-    assert floored_at_yardstick(within, yardstick, "crowned") == within
-    assert floored_at_yardstick(within, None, None) == within   # timed alone, nothing to floor at
