@@ -537,12 +537,11 @@ def time_kernel(kernel, arrays, settings, first_run_seconds, yardstick=None):
 
 def _settled_slower(per_run, yardstick_seconds, repeats):
     """Whether a paired candidate's remaining repeats can be skipped: its latest is CLEARLY_SLOWER
-    than the yardstick, or more than half of all its repeats are already at or above CROWN_MARGIN
-    times the yardstick's time, so their median would be too and it cannot become the yardstick (the
-    rest would only refine the time of a kernel that is not the best; on YOLO C6 and C10, 30-45 ms a
-    run, two runs each)."""
-    uncrowned = sum(1 for seconds in per_run if seconds >= CROWN_MARGIN * yardstick_seconds)
-    return per_run[-1] > CLEARLY_SLOWER * yardstick_seconds or uncrowned > repeats // 2
+    than the yardstick, or more than half of all its repeats are already at or above the yardstick's
+    time, so their median would be too and it cannot become the yardstick (the rest would only refine
+    the time of a kernel that is not the best; on YOLO C6 and C10, 30-45 ms a run, two runs each)."""
+    slower = sum(1 for seconds in per_run if seconds >= yardstick_seconds)
+    return per_run[-1] > CLEARLY_SLOWER * yardstick_seconds or slower > repeats // 2
 
 
 @contextlib.contextmanager
