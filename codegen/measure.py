@@ -593,10 +593,6 @@ YARDSTICK_SAMPLES = 64   # the latest repeats a yardstick's time is taken from
 # kernels, 60 samples: one paired repeat's ratio was 0.95-1.10 of the median between the 10th and
 # 90th percentiles, 0.89-1.16 at the extremes; the median of three 0.95-1.06 and 0.85-1.15.)
 CLEARLY_SLOWER = 1.1
-# A candidate is timed again for the crown only when its pairs put it this much below the yardstick:
-# an equal kernel's median of three paired ratios falls below 1.0 half the time, and on YOLO C6 and C10
-# (45-50 ms a run) a third of all candidates were timed again, 40 of 65 C6 crowns then timing no faster.
-CROWN_MARGIN = 0.97
 _yardsticks = OrderedDict()   # (task ref, target) JSON -> Yardstick, in this worker
 
 
@@ -634,18 +630,25 @@ def settle_yardstick(kernel, arrays, number, per_run, yardstick):
     """(the candidate's per-run seconds, the Yardstick it becomes or None) after a full timing:
     per_run, times alone without a yardstick, paired with one otherwise.
 
-    The task's first candidate becomes the yardstick with its own times. One that timed CROWN_MARGIN
-    below the yardstick is timed again in as many fresh pairs, which give its time (the times that
-    picked it are low by luck, the fastest of hundreds of noisy times) and, if they too are below the
-    yardstick's, its first times as the yardstick."""
+    The task's first candidate becomes the yardstick with its own times. One that timed faster than
+    the yardstick is timed again in fresh pairs, which give its time (the times that picked it are
+    low by luck, the fastest of hundreds of noisy times) and stop as its first repeats would once
+    they settle it as not faster (_settled_slower). If all of them are faster too, their alone times
+    make it the yardstick. (Crowning on the first times alone, an equal kernel became the yardstick
+    half the time: on YOLO C6 and C10, 45-50 ms a run, a third of a search's candidates were timed
+    again, 40 of C6's 65 crowned kernels then timing no faster than the one they replaced.)"""
     if yardstick is None:
         return per_run, Yardstick(kernel, arrays, number, list(per_run))
-    if statistics.median(per_run) >= CROWN_MARGIN * yardstick.seconds:
+    if statistics.median(per_run) >= yardstick.seconds:
         return per_run, None
+    fresh = []
     with _collection_paused():
-        fresh = [_paired_repeat(kernel, arrays, number, yardstick) for _ in per_run]
+        while len(fresh) < len(per_run):
+            fresh.append(_paired_repeat(kernel, arrays, number, yardstick))
+            if _settled_slower([scaled for _, scaled in fresh], yardstick.seconds, len(per_run)):
+                break
     times = [scaled for _, scaled in fresh]
-    if statistics.median(times) >= yardstick.seconds:
+    if len(times) < len(per_run) or statistics.median(times) >= yardstick.seconds:
         return times, None
     return times, Yardstick(kernel, arrays, number, [alone for alone, _ in fresh])
 

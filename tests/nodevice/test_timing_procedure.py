@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from codegen.measure import CLEARLY_SLOWER, CROWN_MARGIN, MeasureSettings, Yardstick, settle_yardstick, time_kernel
+from codegen.measure import CLEARLY_SLOWER, MeasureSettings, Yardstick, settle_yardstick, time_kernel
 
 
 class ScriptedBackend:
@@ -130,14 +130,14 @@ def test_a_candidate_faster_by_luck_gets_the_time_of_its_fresh_pairs_and_is_not_
     kernel = ScriptedKernel([0.002])            # fresh pairs: as fast as the yardstick
     yardstick = ScriptedYardstick([0.002], seconds=0.003)
     per_run, crowned = settle_yardstick(kernel, [], 5, [0.0025] * 3, yardstick)
-    assert per_run == [pytest.approx(0.003)] * 3 and crowned is None and yardstick.repeats == 3
+    assert per_run == [pytest.approx(0.003)] * 2 and crowned is None and yardstick.repeats == 2
 
 
-def test_a_candidate_within_the_margin_below_the_yardstick_keeps_its_times_and_is_not_timed_again():
+def test_a_fresh_pair_clearly_slower_than_the_yardstick_ends_the_fresh_pairs():
+    kernel = ScriptedKernel([0.0024, 0.001])   # the first fresh pair: 1.2 times the yardstick's repeat
     yardstick = ScriptedYardstick([0.002], seconds=0.003)
-    within = 0.003 * (1 + CROWN_MARGIN) / 2     # faster than the yardstick, by less than the margin
-    per_run, crowned = settle_yardstick(ScriptedKernel([0.001]), [], 5, [within] * 3, yardstick)
-    assert crowned is None and per_run == [within] * 3 and yardstick.repeats == 0 and within < 0.003
+    per_run, crowned = settle_yardstick(kernel, [], 5, [0.0025] * 3, yardstick)
+    assert crowned is None and yardstick.repeats == 1 and per_run == [pytest.approx(0.0036)]
 
 
 def test_a_candidate_slower_than_the_yardstick_is_not_timed_again():
