@@ -166,7 +166,8 @@ class Kernel:
 
 
 def unwritten(dtype):
-    """What a fresh output holds until the kernel writes it: NaN, or an integer type's largest value."""
+    """What a fresh output holds until the kernel writes it: NaN, an integer type's largest value, or
+    True (a boolean has no value a check could not also expect)."""
     dtype = np.dtype(dtype)
     if dtype.kind in "fc":
         return np.nan
