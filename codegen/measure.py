@@ -633,24 +633,25 @@ def settle_yardstick(kernel, arrays, number, per_run, yardstick):
     The task's first candidate becomes the yardstick with its own times. One that timed faster than
     the yardstick is timed again in fresh pairs, which give its time (the times that picked it are
     low by luck, the fastest of hundreds of noisy times) and stop as its first repeats would once
-    they settle it as not faster (_settled_slower). If all of them are faster too, their alone times
-    make it the yardstick. (Crowning on the first times alone, an equal kernel became the yardstick
+    they settle it as not faster (_settled_slower). If all of them ran and their median is faster
+    too, their alone times make it the yardstick. (Crowning on the first times alone, an equal kernel became the yardstick
     half the time: on YOLO C6 and C10, 45-50 ms a run, a third of a search's candidates were timed
     again, 40 of C6's 65 crowned kernels then timing no faster than the one they replaced.)"""
     if yardstick is None:
         return per_run, Yardstick(kernel, arrays, number, list(per_run))
     if statistics.median(per_run) >= yardstick.seconds:
         return per_run, None
-    fresh = []
+    alone_times, times = [], []
     with _collection_paused():
-        while len(fresh) < len(per_run):
-            fresh.append(_paired_repeat(kernel, arrays, number, yardstick))
-            if _settled_slower([scaled for _, scaled in fresh], yardstick.seconds, len(per_run)):
+        while len(times) < len(per_run):
+            alone, scaled = _paired_repeat(kernel, arrays, number, yardstick)
+            alone_times.append(alone)
+            times.append(scaled)
+            if _settled_slower(times, yardstick.seconds, len(per_run)):
                 break
-    times = [scaled for _, scaled in fresh]
     if len(times) < len(per_run) or statistics.median(times) >= yardstick.seconds:
         return times, None
-    return times, Yardstick(kernel, arrays, number, [alone for alone, _ in fresh])
+    return times, Yardstick(kernel, arrays, number, alone_times)
 
 
 def _workload(measure_input):
