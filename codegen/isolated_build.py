@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from flexsched.errors import FlexschedError
 from flexsched.schedule import Schedule
-from flexsched.target import Target, get_target
+from flexsched.target import Target, get_target, host_cores
 
 from .backend import backend_for
 from .kernel import Kernel, lower_for
-from .worker import Worker, WorkerFailure
+from .worker import Worker, WorkerFailure, side_by_side
 
 DEFAULT_BUILD_TIMEOUT_S = 300.0
 DEFAULT_COMPILER = "codegen.isolated_build:compile_in_worker"
@@ -33,21 +33,47 @@ def build_isolated(task, schedule=None, target="llvm", name=None, timeout_s=DEFA
     (memory_limit_bytes None: codegen.worker's default cap, 16 GiB, for CPU and GPU builds alike).
     The worker gets the Task itself, so it builds a computation no registry there knows; compiler
     is the worker's 'module:function' (compile_in_worker; tests pass ones that misbehave)."""
+    (kernel,) = _build_in_workers(task, [schedule], target, 1, name, timeout_s, memory_limit_bytes, compiler)
+    if isinstance(kernel, BuildError):
+        raise kernel
+    return kernel
+
+
+def build_many_isolated(task, schedules, target="llvm", workers=None, timeout_s=DEFAULT_BUILD_TIMEOUT_S,
+                        memory_limit_bytes=None, compiler=DEFAULT_COMPILER):
+    """Per schedule, build_isolated's Kernel or the BuildError that stopped it, built side by side by
+    `workers` isolated workers (default: one per core), each reused from build to build: a fresh
+    worker costs a start of Python and its imports, about 0.4 s, most of a build whose machine
+    code the kernel cache already holds."""
+    count = max(1, min(len(schedules), workers or host_cores()))
+    return _build_in_workers(task, schedules, target, count, None, timeout_s, memory_limit_bytes, compiler)
+
+
+def _build_in_workers(task, schedules, target, workers, name, timeout_s, memory_limit_bytes, compiler):
+    """Per schedule (None: the empty one), a Kernel or a BuildError, from `workers` fresh workers."""
     target = get_target(target)
-    if schedule is None:
-        schedule = Schedule()
-    elif isinstance(schedule, str):
-        schedule = Schedule.from_json(schedule)
+    schedules = [Schedule.from_json(s) if isinstance(s, str) else s or Schedule() for s in schedules]
     backend = backend_for(target)
     # A GPU build runs nvcc and needs no CUDA context, so its worker creates none and keeps the
     # memory cap (which nvcc inherits); the cap only has to go where the CUDA driver is loaded.
-    with Worker(memory_limit_bytes, kinds=(target.kind,) if target.kind == "cpu" else (),
-                name="flexsched-build") as worker:
+    kinds = (target.kind,) if target.kind == "cpu" else ()
+    pool = [Worker(memory_limit_bytes, kinds=kinds, name="flexsched-build") for _ in range(workers)]
+
+    def compile_one(worker, schedule):
         try:
-            lowered, artifact = worker.call(compiler, (task, schedule.to_json(), target.to_dict(), name), timeout_s)
+            return worker.call(compiler, (task, schedule.to_json(), target.to_dict(), name), timeout_s)
         except WorkerFailure as failure:
-            raise BuildError(_failure_text(task, target, failure, timeout_s, worker.memory_limit_bytes)) from None
-    return Kernel(task, schedule, lowered, backend.load_artifact(artifact, target), target, backend)
+            return BuildError(_failure_text(task, target, failure, timeout_s, worker.memory_limit_bytes))
+
+    try:
+        compiled = side_by_side(pool, schedules, compile_one)
+    finally:
+        for worker in pool:
+            worker.close()
+    # The workers only compiled: the machine code is linked here, where the kernels will run.
+    return [answer if isinstance(answer, BuildError) else
+            Kernel(task, schedule, answer[0], backend.load_artifact(answer[1], target), target, backend)
+            for schedule, answer in zip(schedules, compiled)]
 
 
 def compile_in_worker(task, schedule_json, target_dict, name):

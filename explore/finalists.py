@@ -57,13 +57,19 @@ def checked_kernel(task, schedule_json, target, inputs, reference):
     """(kernel, its arguments on the device) built in the isolated worker and run once; raises
     ValueError with the mismatch when its outputs differ from the reference."""
     from codegen.isolated_build import build_isolated
+
+    return checked(build_isolated(task, schedule_json, target), inputs, reference)
+
+
+def checked(kernel, inputs, reference):
+    """(kernel, its arguments on the device) after one run; ValueError with the mismatch when its
+    outputs differ from the reference."""
     from codegen.measure import compare_outputs
 
-    kernel = build_isolated(task, schedule_json, target)
     arrays = kernel.arguments(inputs)
     kernel(*arrays)
     outputs = [kernel.backend.to_host(array) for array in arrays[len(inputs):]]
-    mismatch = compare_outputs(outputs, reference, [t.name for t in task.outputs])
+    mismatch = compare_outputs(outputs, reference, [t.name for t in kernel.task.outputs])
     if mismatch:
         raise ValueError(mismatch)
     return kernel, arrays
@@ -75,7 +81,8 @@ def kernel_timed(name, kernel, arrays):
 
 
 def retime(task, target, entries, rounds=DEFAULT_ROUNDS, inputs=None, reference=None):
-    """FinalistsResult of History entries: each rebuilt, checked and timed side by side."""
+    """FinalistsResult of History entries: each rebuilt (side by side, one worker per core), checked
+    and timed side by side."""
     from flexsched.target import get_target
 
     target = get_target(target)
@@ -83,10 +90,14 @@ def retime(task, target, entries, rounds=DEFAULT_ROUNDS, inputs=None, reference=
         inputs = task.random_inputs(seed=1)
     if reference is None:
         reference = task.evaluate(*inputs)
+    from codegen.isolated_build import build_many_isolated
+
     built, failed = [], []
-    for entry in entries:
+    for entry, kernel in zip(entries, build_many_isolated(task, [e.schedule_key for e in entries], target)):
         try:
-            kernel, arrays = checked_kernel(task, entry.schedule_key, target, inputs, reference)
+            if isinstance(kernel, Exception):
+                raise kernel
+            kernel, arrays = checked(kernel, inputs, reference)
         except Exception as err:  # a failure is a value: this finalist drops out, the others go on
             failed.append(Finalist(entry.schedule_key, entry.seconds, math.inf, f"{type(err).__name__}: {err}"))
             continue
