@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from codegen import cpu_backend
-from codegen.isolated_build import BuildError, build_isolated
+from codegen.isolated_build import BuildError, build_isolated, build_many_isolated
 from codegen.kernel import build
 from flexsched.registry import get_task
 from flexsched.schedule import Parallel, Reorder, Schedule, Split
@@ -83,3 +83,22 @@ def test_an_illegal_schedule_is_a_build_error_naming_the_step():
     bad = Schedule((Split("O", "i", (3, 4)),))
     with pytest.raises(BuildError, match=r"failed: ScheduleError: .*step 1"):
         build_isolated(TASK, bad, **LIMITS)
+
+
+def test_many_builds_side_by_side_give_each_schedule_its_kernel_or_its_error():
+    before = set(child_processes())
+    bad = Schedule((Split("O", "i", (3, 4)),))
+    kernels = build_many_isolated(TASK, [SCHEDULE, bad, None, SCHEDULE.to_json()], workers=2, **LIMITS)
+    assert isinstance(kernels[1], BuildError) and "step 1" in str(kernels[1])
+    inputs = TASK.random_inputs(seed=2)
+    (ref,) = TASK.evaluate(*inputs)
+    for kernel, schedule in zip([kernels[0], kernels[2], kernels[3]], [SCHEDULE, Schedule(), SCHEDULE]):
+        assert kernel.schedule == schedule
+        np.testing.assert_allclose(kernel.run(*inputs)[0], ref, rtol=1e-4, atol=1e-4)
+    assert set(child_processes()) <= before   # the build workers are stopped
+
+
+def test_a_worker_a_build_crashed_is_replaced_for_the_next_build():
+    kernels = build_many_isolated(TASK, [SCHEDULE, SCHEDULE], workers=1, compiler="build_faults:crash_compiler",
+                                  **LIMITS)
+    assert all(isinstance(kernel, BuildError) and "SIGSEGV" in str(kernel) for kernel in kernels)
