@@ -706,6 +706,23 @@ def _all_good(output, reference, rtol, atol):
     return True
 
 
+def _clearly_good(output, reference):
+    """Whether output is within half compare_array's tolerance everywhere, judged in the arrays' own
+    float type in one pass (a 6 MB YOLO output: 2 ms, against 9 for the exact test); False, so
+    that the exact test decides, for other types, non-finite values or a larger error."""
+    dtype = np.dtype(reference.dtype)
+    if dtype.name not in RTOL or output.dtype != dtype:
+        return False
+    largest_error = largest_value = 0.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        for got, want in zip(_chunks(output), _chunks(reference)):
+            error, value = float(np.abs(got - want).max(initial=0)), float(np.abs(want).max(initial=0))
+            if not (math.isfinite(error) and math.isfinite(value)):   # a NaN or an infinity
+                return False
+            largest_error, largest_value = max(largest_error, error), max(largest_value, value)
+    return largest_error <= 0.5 * RTOL[dtype.name] * max(1.0, largest_value)
+
+
 def compare_outputs(outputs, references, names):
     """'' when every output matches its reference, else one line about the first that does not."""
     if len(outputs) != len(references):
@@ -724,6 +741,8 @@ def compare_array(output, reference):
     taking log or sqrt of the random inputs legitimately produces NaN)."""
     if output.shape != reference.shape:
         return f"shape {output.shape}, expected {reference.shape}"
+    if _clearly_good(output, reference):
+        return ""
     rtol, atol = tolerance(reference.dtype, reference)
     if _all_good(output, reference, rtol, atol):
         return ""

@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
-from codegen.measure import COMPARE_CHUNK, MeasureInput, MeasureResult, Measurer, ReferenceFailure, compare_array
+from codegen.measure import COMPARE_CHUNK, RTOL, MeasureInput, MeasureResult, Measurer, ReferenceFailure, compare_array
 from flexsched.registry import get_task
 from flexsched.schedule import Parallel, Reorder, Schedule, Split
 
@@ -251,6 +251,20 @@ def test_comparison_finds_the_one_wrong_element_of_a_large_output():
     assert compare_array(both_nan.copy(), both_nan) == ""
     assert compare_array(both_nan, reference).startswith("NaN at (")
     assert compare_array(reference, both_nan).startswith("max |error|")
+
+
+def test_the_quick_test_never_passes_what_the_exact_one_fails():
+    # compare_array first asks whether every error is under half the tolerance, in the arrays'
+    # type; the exact test, in float64, decides the rest. Errors around the boundary, both types.
+    for dtype in (np.float32, np.float64):
+        reference = np.linspace(-3.0, 40.0, 2 * COMPARE_CHUNK + 5, dtype=dtype)
+        where = COMPARE_CHUNK + 3
+        rtol = RTOL[np.dtype(dtype).name]
+        allowed = rtol * 40.0 + rtol * abs(float(reference[where]))   # atol (max |ref| is 40) and rtol's share
+        for share in (0.2, 0.49, 0.51, 0.9, 0.99, 1.01, 2.0):
+            output = reference.copy()
+            output[where] += dtype(share * allowed)
+            assert (compare_array(output, reference) == "") == (share < 1.0), (dtype, share)
 
 
 def test_integers_must_match_exactly():
