@@ -708,7 +708,7 @@ def _all_good(output, reference, rtol, atol):
 
 def _clearly_good(output, reference):
     """Whether output is within half compare_array's tolerance everywhere, judged in the arrays' own
-    float type in one pass (a 6 MB YOLO output: 2 ms, against 9 for the exact test); False, so
+    float type in one pass (YOLO C6's 6.4 MB output: 1.3 ms, against 9 for the exact test); False, so
     that the exact test decides, for other types, non-finite values or a larger error."""
     dtype = np.dtype(reference.dtype)
     if dtype.name not in RTOL or output.dtype != dtype:

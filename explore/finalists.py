@@ -83,6 +83,7 @@ def kernel_timed(name, kernel, arrays):
 def retime(task, target, entries, rounds=DEFAULT_ROUNDS, inputs=None, reference=None):
     """FinalistsResult of History entries: each rebuilt (side by side, one worker per core), checked
     and timed side by side."""
+    from codegen.isolated_build import build_many_isolated
     from flexsched.target import get_target
 
     target = get_target(target)
@@ -90,12 +91,10 @@ def retime(task, target, entries, rounds=DEFAULT_ROUNDS, inputs=None, reference=
         inputs = task.random_inputs(seed=1)
     if reference is None:
         reference = task.evaluate(*inputs)
-    from codegen.isolated_build import build_many_isolated
-
     built, failed = [], []
     for entry, kernel in zip(entries, build_many_isolated(task, [e.schedule_key for e in entries], target)):
         try:
-            if isinstance(kernel, Exception):
+            if isinstance(kernel, Exception):   # its build failed: it drops out like a wrong one
                 raise kernel
             kernel, arrays = checked(kernel, inputs, reference)
         except Exception as err:  # a failure is a value: this finalist drops out, the others go on

@@ -26,3 +26,21 @@ def test_retimed_best_is_one_of_the_fastest_and_matches_the_reference():
 def test_no_finalists_keeps_the_search_best():
     result = optimize(("GMM", 16, 16, 16), "llvm", trials=3, method="random", seed=1, build_kernel=False)
     assert result.finalists == () and result.seconds == result.history.best.seconds
+
+
+def test_a_finalist_whose_build_fails_drops_out_and_the_others_are_timed():
+    from types import SimpleNamespace
+
+    from explore.finalists import retime
+    from flexsched.schedule import Schedule, Split
+
+    task = get_task("GMM", 32, 16, 24)
+    good = Schedule((Split("O", "i", (4, 8)),)).to_json()
+    illegal = Schedule((Split("O", "i", (3, 4)),)).to_json()   # 3 x 4 does not cover 32 rows
+    entries = [SimpleNamespace(schedule_key=key, seconds=1e-3) for key in (illegal, good, "[]")]
+    result = retime(task, "llvm", entries, rounds=2)
+    assert sorted(f.schedule_json for f in result.finalists[:2]) == sorted([good, "[]"])
+    assert all(math.isfinite(f.seconds) for f in result.finalists[:2])
+    dropped = result.finalists[2]
+    assert dropped.schedule_json == illegal and dropped.seconds == math.inf
+    assert dropped.error.startswith("BuildError: build of GMM(32, 16, 24)") and "step 1" in dropped.error
