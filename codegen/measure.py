@@ -634,9 +634,10 @@ def settle_yardstick(kernel, arrays, number, per_run, yardstick):
     the yardstick is timed again in fresh pairs, which give its time (the times that picked it are
     low by luck, the fastest of hundreds of noisy times) and stop as its first repeats would once
     they settle it as not faster (_settled_slower). If all of them ran and their median is faster
-    too, their alone times make it the yardstick. (Crowning on the first times alone, an equal kernel became the yardstick
-    half the time: on YOLO C6 and C10, 45-50 ms a run, a third of a search's candidates were timed
-    again, 40 of C6's 65 crowned kernels then timing no faster than the one they replaced.)"""
+    too, their alone times make it the yardstick. (Crowning on the first times alone, an equal
+    kernel became the yardstick half the time: on YOLO C6 and C10, 45-50 ms a run, a third of a
+    search's candidates were timed again, 40 of C6's 65 crowned kernels then timing no faster than
+    the one they replaced.)"""
     if yardstick is None:
         return per_run, Yardstick(kernel, arrays, number, list(per_run))
     if statistics.median(per_run) >= yardstick.seconds:

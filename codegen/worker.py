@@ -255,7 +255,6 @@ def side_by_side(workers, items, work):
     taking the next item as it finishes one (items take unequal times: builds of a YOLO search's
     batch 0.1-0.5 s each, so a fixed share idles one worker while the other works). Threads only
     wait on the workers' pipes, so the GIL serialises nothing."""
-    import threading
     from concurrent.futures import ThreadPoolExecutor
 
     done, upcoming, lock = [None] * len(items), iter(range(len(items))), threading.Lock()
