@@ -97,7 +97,7 @@ def parse(assembly):
         if not raw[0].isspace() and line.endswith(":"):
             label = line[:-1]
             if not label.startswith("."):
-                if name is not None:
+                if name is not None and instructions:   # a data object's label holds no instructions
                     functions[name] = _function(name, instructions, labels)
                 name, instructions, labels = label, [], {}
             labels.setdefault(len(instructions), []).append(label)
@@ -107,7 +107,7 @@ def parse(assembly):
             continue
         mnemonic, _, rest = text.replace("\t", " ", 1).partition(" ")
         instructions.append(Instruction(mnemonic, _split_operands(rest.strip())))
-    if name is not None:
+    if name is not None and instructions:
         functions[name] = _function(name, instructions, labels)
     return functions
 

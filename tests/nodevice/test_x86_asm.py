@@ -158,3 +158,17 @@ def test_chains_as_long_as_the_pipe_work_cost_more_than_either():
     assert chained_cycles(4.0, 4.0) == pytest.approx(4.0 / 0.89, rel=0.01)
     assert chained_cycles(8.0, 4.0) == pytest.approx(8.0, rel=0.01)
     assert chained_cycles(2.0, 4.0) == pytest.approx(4.0, rel=0.01)
+
+
+def test_a_data_objects_label_is_not_a_function():
+    """A module's global (kept scratch slots) is a column-0 label with directives and no instructions."""
+    functions = x86_asm.parse("""
+f:
+\txorl\t%eax, %eax
+\tretq
+\t.local\tscratch_slots_0
+\t.comm\tscratch_slots_0,128,64
+scratch_slots_1:
+\t.zero\t128
+""")
+    assert list(functions) == ["f"]
