@@ -13,6 +13,7 @@ import gc
 import itertools
 import threading
 import time
+import weakref
 import zlib
 from dataclasses import dataclass, replace
 
@@ -25,7 +26,8 @@ from codegen.code_size import (MAX_EMITTED_INSTRUCTIONS, MAX_EMITTED_STORES, ROL
                                 roll_to_budget, roll_to_fit)
 from codegen.ir import CodegenError, PrimFunc
 from codegen.legalize import legalize
-from codegen.llvm_backend import InstructionLimitReached, ModuleBuilder, check_loops, signature, written_buffers
+from codegen.llvm_backend import (RELEASE_SCRATCH, InstructionLimitReached, ModuleBuilder, check_loops, signature,
+                                  written_buffers)
 from codegen.peel import peel_tails
 from codegen.version import version_tiles
 from flexsched import cpus
@@ -33,6 +35,7 @@ from flexsched.errors import EvaluationError
 
 _ITEM_SIZES = {"float32": 4, "float64": 8, "int32": 4, "int64": 8}
 _SEGMENT_PROTOTYPE = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64, ctypes.c_void_p)
+_RELEASE_PROTOTYPE = ctypes.CFUNCTYPE(None)
 
 
 # LLVM's -O3 unrolls a loop whose unrolled body it prices under 300; the schedule already unrolls
@@ -177,6 +180,10 @@ class CompiledFunc:
         self._engine.finalize_object()
         self._segments = [(_SEGMENT_PROTOTYPE(self._engine.get_function_address(symbol)), extent)
                           for symbol, extent in self.code.segments]
+        release = self._engine.get_function_address(RELEASE_SCRATCH)
+        if release:
+            # The kept scratch buffers go with the kernel; the engine, which holds the code, after them.
+            weakref.finalize(self, _release_scratch, _RELEASE_PROTOTYPE(release), self._engine).atexit = False
 
     func = property(lambda self: self.code.func)
     unoptimized_ir = property(lambda self: self.code.unoptimized_ir)
@@ -227,6 +234,11 @@ class CompiledFunc:
 
     def __repr__(self):
         return f"<CompiledFunc {signature(self.func)}>"
+
+
+def _release_scratch(release, engine):
+    """Free a kernel's kept scratch; the engine is an argument only to outlive the call."""
+    release()
 
 
 def _is_torch_tensor(value):

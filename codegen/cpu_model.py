@@ -87,6 +87,9 @@ CLOCK_HZ = 3.5e9          # a typical sustained clock of a current x86-64 core u
 SEGMENT_CALL_SECONDS = 1e-6    # one call of a segment through ctypes
 PARALLEL_SECONDS = 15e-6       # waking the thread pool and collecting its chunks
 _LIBRARY_ALLOCATIONS = ("malloc", "aligned_alloc", "free")
+# The module's own functions that take and give back kept heap scratch (LLVM may clone them with a
+# suffix): priced as one allocation, which they make when no kept buffer is free.
+_SCRATCH_HELPERS = ("take_scratch", "give_scratch")
 _LIBRARY_COPIES = ("memcpy", "memset", "memmove")
 
 
@@ -675,6 +678,8 @@ def _address_registers(address):
 def _call_cycles(callee, function, index, functions, trips, core, tally, weight):
     """Cycles of one call: a local function's own, the C library's at fixed prices. A local
     function's cycles go straight into tally; the library's are returned."""
+    if callee.startswith(_SCRATCH_HELPERS):
+        return ALLOCATION_CYCLES
     if callee in functions and functions[callee] is not function:
         _function_cycles(functions[callee], functions, trips, core, tally, weight)
         return 0.0

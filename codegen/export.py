@@ -11,7 +11,8 @@ OMP_NUM_THREADS threads (all usable cores by default) and its idle threads sleep
 spinning wait made calls alternating with another thread pool (the Kernel's, or a host program's)
 up to 15 times slower on a 2-core machine. Workspaces are per call, and a call that finds the pool
 busy with another runs its parallel segments on its own thread, so a program may call the function
-from several threads at once.
+from several threads at once. The scratch buffers that parallel chunks keep between calls are freed
+by `void NAME_release_scratch(void)`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import subprocess
 from pathlib import Path
 
 import llvmlite.binding as llvm
+
+from codegen.llvm_backend import RELEASE_SCRATCH
 
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t"}
 CHUNKS_PER_THREAD = 4  # as codegen.runtime: a core that runs slow for a while delays one small chunk
@@ -112,9 +115,10 @@ static void run_parallel(segment_fn segment, int64_t extent, void **buffers) {{
 
 
 def _object_code(kernel, name):
-    """PIC object code of the kernel's optimized module, segment symbols renamed name_seg_k."""
+    """PIC object code of the kernel's optimized module, its symbols renamed name_seg_k and
+    name_release_scratch."""
     text = kernel.compiled.llvm_ir
-    for symbol, _ in kernel.compiled.segments:
+    for symbol in [symbol for symbol, _ in kernel.compiled.segments] + [RELEASE_SCRATCH]:
         text = re.sub(rf"@{symbol}\b", f"@{name}_{symbol}", text)
     module = llvm.parse_assembly(text)
     target = llvm.Target.from_default_triple()
@@ -149,7 +153,9 @@ def header_text(kernel, name):
 {shapes}
  * Parallel loops run on the calling thread and a pool of threads started on the first call
  * (OMP_NUM_THREADS threads, all usable cores by default; idle ones sleep). Several threads may call
- * it at once (scratch memory is per call). Returns 0, or -1 if scratch memory could not be allocated. */
+ * it at once. Returns 0, or -1 if scratch memory could not be allocated.
+ * Scratch buffers of parallel chunks are kept from one call to the next (at most one per thread that
+ * ran a chunk at once, per buffer); {name}_{RELEASE_SCRATCH}() frees them, and a later call allocates again. */
 #ifndef {guard}
 #define {guard}
 #include <stdint.h>
@@ -157,6 +163,7 @@ def header_text(kernel, name):
 extern "C" {{
 #endif
 {_prototype(kernel, name)};
+void {name}_{RELEASE_SCRATCH}(void);
 #ifdef __cplusplus
 }}
 #endif

@@ -35,7 +35,11 @@ from flexsched.expr import Binary, Call, Cast, Compare, Const, Intrinsic, IterVa
 CPU_LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 GPU_LOOP_KINDS = tuple(kind for kind in LOOP_KINDS if kind not in CPU_LOOP_KINDS)
 MAX_FENCED_STEPS = 9          # a 3 x 3 filter's taps; longer loops LLVM keeps rolled or unrolls in part
-MAX_STACK_BYTES = 16 * 1024     # larger scratch buffers come from the heap
+MAX_STACK_BYTES = 16 * 1024     # larger scratch buffers come from the heap, kept from call to call
+# Heap scratch buffers each allocation site keeps for the next call: more than the chunks that run at
+# once on most hosts (one per pool thread); a chunk that finds every slot empty allocates its own.
+SCRATCH_SLOTS = 16
+RELEASE_SCRATCH = "release_scratch"   # the module's function that frees every kept buffer
 # Scratch buffers start on a cache line, so with rows pitched to whole vectors no vector access
 # of a local tile or packed panel straddles two lines (one 64-byte line holds an AVX-512 vector).
 SCRATCH_ALIGN = 64
@@ -268,6 +272,8 @@ class ModuleBuilder:
         self.module.data_layout = data_layout
         self.segments = []      # (symbol, extent of its parallel loop or None)
         self.fallbacks = {}     # vectorized loops that ran lane by lane, and why (ordered, no repeats)
+        self.scratch_sites = []  # each heap allocation site's slots of kept buffers
+        self._scratch_helpers = None
 
     def build(self):
         """Emit every segment; return the module."""
@@ -277,6 +283,7 @@ class ModuleBuilder:
             _FunctionEmitter(self, body, loop).emit(segment)
             self._entry_function(index, body)
             self.segments.append((f"seg_{index}", None if loop is None else loop.extent))
+        self._release_function()
         return self.module
 
     def rolled_loop_id(self):
@@ -317,6 +324,117 @@ class ModuleBuilder:
         if existing is not None:
             return existing
         return ir.Function(self.module, ir.FunctionType(return_type, arg_types), name=name)
+
+    def scratch_site(self):
+        """The slots of a new heap allocation site: buffers freed by one call, taken by the next.
+
+        A chunk's scratch used to be allocated and freed on every call; whether that touched fresh
+        pages then depended on the allocator's state (glibc maps large blocks afresh until it raises
+        its threshold, and always past 32 MiB), and a page-faulting call ran up to 4x slower."""
+        slots = ir.GlobalVariable(self.module, ir.ArrayType(_PTR, SCRATCH_SLOTS),
+                                  name=f"scratch_slots_{len(self.scratch_sites)}")
+        slots.linkage = "internal"
+        slots.initializer = ir.Constant(slots.value_type, None)
+        slots.align = 64
+        slots.type = _PTR    # llvmlite types the global's address as a typed pointer; the module's are opaque
+        self.scratch_sites.append(slots)
+        return slots
+
+    def scratch_helpers(self):
+        """(take, give): take(slots, bytes) a kept buffer or a fresh one; give(slots, buffer) back."""
+        if self._scratch_helpers is None:
+            self._scratch_helpers = (self._take_scratch(), self._give_scratch())
+        return self._scratch_helpers
+
+    def _helper(self, name, return_type, arg_types):
+        function = ir.Function(self.module, ir.FunctionType(return_type, arg_types), name=name)
+        function.linkage = "internal"
+        # Out of line: its loop stays out of the kernel, and its noalias return keeps two scratch
+        # buffers apart in LLVM's eyes as malloc's did (inlined, that attribute would be lost).
+        function.attributes.add("noinline")
+        function.attributes.add("nounwind")
+        return function
+
+    def _slot_loop(self, builder, slots, visit, after):
+        """for i < SCRATCH_SLOTS: visit(builder, slot i, next block); then after(builder)."""
+        function = builder.function
+        loop, following, done = (function.append_basic_block(name) for name in ("slot", "next", "none_left"))
+        start = builder.block
+        builder.branch(loop)
+        builder.position_at_end(loop)
+        index = builder.phi(_I64, name="i")
+        index.add_incoming(_int64(0), start)
+        slot = builder.gep(slots, [index], inbounds=True, source_etype=_PTR)
+        visit(builder, slot, following)
+        builder.position_at_end(following)
+        step = builder.add(index, _int64(1), flags=_NO_WRAP)
+        index.add_incoming(step, following)
+        builder.cbranch(builder.icmp_unsigned("==", step, _int64(SCRATCH_SLOTS)), done, loop)
+        builder.position_at_end(done)
+        after(builder)
+
+    def _take_scratch(self):
+        take = self._helper("take_scratch", _PTR, [_PTR, _I64])
+        take.return_value.attributes.add("noalias")
+        take.return_value.attributes.align = SCRATCH_ALIGN
+        slots, nbytes = take.args
+        aligned_alloc = self.declare("aligned_alloc", _PTR, [_I64, _I64])
+        builder = self.ir_builder(take.append_basic_block("entry"))
+
+        def visit(builder, slot, following):
+            # A plain look first: an empty slot costs no locked instruction.
+            kept = builder.load_atomic(slot, "monotonic", 8, typ=_PTR)
+            grab = builder.function.append_basic_block("grab")
+            builder.cbranch(builder.icmp_unsigned("!=", kept, ir.Constant(_PTR, None)), grab, following)
+            builder.position_at_end(grab)
+            taken = builder.atomic_rmw("xchg", slot, ir.Constant(_PTR, None), "acquire")
+            found = builder.function.append_basic_block("found")
+            builder.cbranch(builder.icmp_unsigned("!=", taken, ir.Constant(_PTR, None)), found, following)
+            builder.position_at_end(found)
+            builder.ret(taken)
+
+        self._slot_loop(builder, slots, visit,
+                        lambda b: b.ret(b.call(aligned_alloc, [_int64(SCRATCH_ALIGN), nbytes])))
+        return take
+
+    def _give_scratch(self):
+        give = self._helper("give_scratch", ir.VoidType(), [_PTR, _PTR])
+        slots, buffer = give.args
+        free = self.declare("free", ir.VoidType(), [_PTR])
+        builder = self.ir_builder(give.append_basic_block("entry"))
+
+        def visit(builder, slot, following):
+            kept = builder.load_atomic(slot, "monotonic", 8, typ=_PTR)
+            try_it = builder.function.append_basic_block("try")
+            builder.cbranch(builder.icmp_unsigned("==", kept, ir.Constant(_PTR, None)), try_it, following)
+            builder.position_at_end(try_it)
+            swapped = builder.cmpxchg(slot, ir.Constant(_PTR, None), buffer, "release", "monotonic")
+            stored = builder.function.append_basic_block("stored")
+            builder.cbranch(builder.extract_value(swapped, 1), stored, following)
+            builder.position_at_end(stored)
+            builder.ret_void()
+
+        def free_it(builder):   # every slot full: more chunks ran at once than are kept
+            builder.call(free, [buffer])
+            builder.ret_void()
+
+        self._slot_loop(builder, slots, visit, free_it)
+        return give
+
+    def _release_function(self):
+        """void release_scratch(): frees every kept buffer (the host calls it before dropping the code)."""
+        release = ir.Function(self.module, ir.FunctionType(ir.VoidType(), []), name=RELEASE_SCRATCH)
+        release.attributes.add("nounwind")
+        builder = self.ir_builder(release.append_basic_block("entry"))
+        if self.scratch_sites:
+            free = self.declare("free", ir.VoidType(), [_PTR])
+            for slots in self.scratch_sites:
+                self._slot_loop(builder, slots,
+                                lambda b, slot, following: (
+                                    b.call(free, [b.atomic_rmw("xchg", slot, ir.Constant(_PTR, None), "acquire")]),
+                                    b.branch(following)),
+                                lambda b: None)
+        builder.ret_void()
 
     def _body_function(self, index):
         """The segment's code, taking each buffer as a noalias pointer parameter."""
@@ -374,18 +492,17 @@ class _FunctionEmitter:
         self.sums = {}          # (block, terms) -> a flat index's variable part emitted there
         self.integers = {}      # (block, operation, operands) -> an integer instruction emitted there
         self.answers = {}       # (question, ids of its objects) -> (the objects, the answer): see _once
-        self.heap = []          # malloc'ed scratch, freed on return
+        self.heap = []          # (site's slots, buffer) of heap scratch, given back on return
         # Values of the expression nodes emitted since the last statement boundary or rebinding,
         # by identity: legalisation reuses one operand in a condition and in the branches it
         # selects between, which then need no guard of their own.
         self.values = {}
 
     def emit(self, segment):
-        """The whole body function: the segment, then freeing scratch, then return."""
+        """The whole body function: the segment, then giving heap scratch back, then return."""
         self.stmt(segment)
-        free = self.mb.declare("free", ir.VoidType(), [_PTR])
-        for pointer in self.heap:
-            self.builder.call(free, [pointer])
+        for slots, pointer in self.heap:
+            self.builder.call(self.mb.scratch_helpers()[1], [slots, pointer])
         self.builder.ret_void()
         self.entry.branch(self.body_block)
 
@@ -637,7 +754,8 @@ class _FunctionEmitter:
                 self.stmt(stmt.else_body)
 
     def _allocate(self, stmt):
-        """Scratch for the body, made once per call of this function (so once per thread chunk)."""
+        """Scratch for the body, taken once per call of this function (so once per thread chunk):
+        on the stack, or from the heap buffers the site keeps."""
         buffer = stmt.buffer
         shape = (*buffer.shape[:-1], row_pitch(buffer.shape[-1], self.mb.register_lanes)) if buffer.shape else buffer.shape
         self.shapes[buffer] = shape
@@ -648,10 +766,11 @@ class _FunctionEmitter:
             pointer.type = _PTR     # llvmlite gives allocas a typed pointer, which refuses vector stores
             pointer.align = SCRATCH_ALIGN
         else:
-            aligned_alloc = self.mb.declare("aligned_alloc", _PTR, [_I64, _I64])
+            take = self.mb.scratch_helpers()[0]
+            slots = self.mb.scratch_site()
             rounded = -(-nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN   # C11 wants a multiple of the alignment
-            pointer = self.entry.call(aligned_alloc, [_int64(SCRATCH_ALIGN), _int64(rounded)], name=buffer.name)
-            self.heap.append(pointer)
+            pointer = self.entry.call(take, [slots, _int64(rounded)], name=buffer.name)
+            self.heap.append((slots, pointer))
         previous = self.pointers.get(buffer)
         self.pointers[buffer] = pointer
         self.stmt(stmt.body)

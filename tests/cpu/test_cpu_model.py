@@ -156,3 +156,30 @@ def test_a_versioned_tiles_guarded_copy_counts_only_where_it_runs(name):
     (segment,) = estimate(get_task("GMM", 256, 256, 256), Schedule.from_json(json.dumps(steps)), target).segments
     assert segment.unresolved_loops == 0
     assert segment.fma_lanes == pytest.approx(256 ** 3, rel=0.05)
+
+
+def test_kept_heap_scratch_is_priced_as_one_allocation_each_way():
+    """A chunk's heap scratch comes from the module's take_scratch and goes back through give_scratch
+    (which LLVM may clone under a longer name): each call is priced as one allocation, not walked."""
+    from codegen import cpu_backend, x86_asm
+    from codegen.ir import Allocate, Buffer, For, PrimFunc, Store, loop_var, seq
+    from flexsched.expr import Load
+
+    A, O, T = Buffer("A", (4, 5000), "float32", "global"), Buffer("O", (4, 5000), "float32", "global"), \
+        Buffer("T", (5000,), "float32", "local")
+    i, j = loop_var("i", 4), loop_var("j", 5000)
+    fill = For(j, 5000, "serial", Store(T, (j,), Load(A, (i, j), "float32") * 2.0))
+    use = For(j, 5000, "serial", Store(O, (i, j), Load(T, (4999 - j,), "float32")))
+    func = PrimFunc("scratch_priced", (A, O), For(i, 4, "parallel", Allocate(T, seq(fill, use))))
+    code = cpu_backend.assembly(func, target=get_target("llvm"))
+    functions = x86_asm.parse(code.text)
+    callees = {callee for function in functions.values() for _, callee in function.calls}
+    helpers = sorted(callee for callee in callees if callee.startswith(("take_scratch", "give_scratch")))
+    assert len(helpers) == 2, callees
+    for helper in helpers:
+        assert cpu_model._call_cycles(helper, None, 0, functions, {}, None, {}, 1.0) == cpu_model.ALLOCATION_CYCLES
+    assert estimate_assembly_seconds(code) > 0
+
+
+def estimate_assembly_seconds(code):
+    return cpu_model.estimate_assembly(code, cpu_model.Core.of(get_target("llvm"))).seconds

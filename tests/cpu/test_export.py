@@ -118,3 +118,23 @@ def test_serial_kernel_exports_without_a_parallel_region(tmp_path):
     out, report = call_library(tmp_path, library, "gmm", task, inputs, 2)
     assert report == {"status": 0, "gained": 0}
     np.testing.assert_allclose(out, task.evaluate(*inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_exported_library_frees_its_kept_scratch_on_request(tmp_path):
+    """A parallel chunk's heap scratch is kept between calls; NAME_release_scratch frees it, and the
+    next call allocates afresh and is still right."""
+    task = get_task("C2D", 1, 64, 32, 32, 16, 3, 1, 1)
+    space = generate(analyze(task), "llvm")
+    kernel = build(task, space.schedule(space.random_point(0)))
+    assert 'take_scratch"(' in kernel.compiled.unoptimized_ir, "expected heap scratch"
+    library, header = kernel.save(tmp_path, "conv_kept")
+    assert "void conv_kept_release_scratch(void);" in header.read_text()
+    loaded = ctypes.CDLL(str(library))
+    inputs = task.random_inputs(2)
+    (expected,) = task.evaluate(*inputs)
+    for _ in range(2):
+        for _ in range(2):
+            out = np.zeros(task.outputs[0].shape, dtype="float32")
+            assert loaded.conv_kept(*(array.ctypes.data_as(ctypes.c_void_p) for array in (*inputs, out))) == 0
+            np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+        loaded.conv_kept_release_scratch()

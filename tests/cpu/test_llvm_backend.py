@@ -342,12 +342,12 @@ def test_scratch_buffer_per_parallel_chunk(width):
     a, o = rand(M, width), np.zeros((M, width), "float32")
     kernel(a, o)
     np.testing.assert_array_equal(o, a[:, ::-1] * 2 + 1)
-    assert ("@\"aligned_alloc\"" in kernel.unoptimized_ir) == (width == 5000)
+    assert ("@\"take_scratch\"" in kernel.unoptimized_ir) == (width == 5000)
     # Either way the scratch starts on a 64-byte line (C11 wants the heap size a multiple of it).
     if width == 64:
         assert re.search(r"alloca \[\d+ x float\], align 64", kernel.unoptimized_ir)
     else:
-        size = int(re.search(r'@"aligned_alloc"\(i64 64, i64 (\d+)\)', kernel.unoptimized_ir).group(1))
+        size = int(re.search(r'@"take_scratch"\(ptr @"scratch_slots_0", i64 (\d+)\)', kernel.unoptimized_ir).group(1))
         assert size >= 5000 * 4 and size % 64 == 0
 
 
