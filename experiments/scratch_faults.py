@@ -1,14 +1,15 @@
-"""Page faults per call of a CPU benchmark's best kernels: what their heap scratch costs when the
-allocator hands it back to the system between calls.
+"""Page faults per call of a CPU benchmark's best kernels: whether their heap scratch is mapped
+afresh between calls.
 
 Run:  .venv/bin/python experiments/scratch_faults.py experiments/results/cpu_benchmark_q200_emr_cands_avx512.json \
           --cases C3 C6 C9 C11
       GLIBC_TUNABLES=glibc.malloc.mmap_threshold=131072 .venv/bin/python experiments/scratch_faults.py ...
 
-A kernel's scratch buffers over 16 KiB are allocated and freed on every call of each parallel chunk.
-glibc normally raises its mmap threshold after the first large free, so later calls reuse heap
-memory that is already mapped; held at its default (the second command), each call maps the
-scratch afresh and faults in every page. Each case's best schedule is rebuilt (isolated build),
+A kernel's scratch buffers over 16 KiB come from the heap. Allocated and freed on every call of
+each parallel chunk, as they once were, they were mapped afresh on every call when glibc's mmap
+threshold was held at its default (the second command; glibc normally raises it after the first
+large free), every page faulting in again. Kept from call to call by their allocation site, as now,
+later calls fault in nothing in either state. Each case's best schedule is rebuilt (isolated build),
 checked against the reference, warmed up, then called `--calls` times back to back: the figures
 are the seconds and the minor page faults (getrusage) per call. Nothing is compared with PyTorch.
 """
