@@ -26,8 +26,8 @@ from codegen.code_size import (MAX_EMITTED_INSTRUCTIONS, MAX_EMITTED_STORES, ROL
                                 roll_to_budget, roll_to_fit)
 from codegen.ir import CodegenError, PrimFunc
 from codegen.legalize import legalize
-from codegen.llvm_backend import (RELEASE_SCRATCH, InstructionLimitReached, ModuleBuilder, check_loops, signature,
-                                  written_buffers)
+from codegen.kept_scratch import RELEASE_SCRATCH
+from codegen.llvm_backend import InstructionLimitReached, ModuleBuilder, check_loops, signature, written_buffers
 from codegen.peel import peel_tails
 from codegen.version import version_tiles
 from flexsched import cpus

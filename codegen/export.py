@@ -23,7 +23,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
-from codegen.llvm_backend import RELEASE_SCRATCH
+from codegen.kept_scratch import RELEASE_SCRATCH
 
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t"}
 CHUNKS_PER_THREAD = 4  # as codegen.runtime: a core that runs slow for a while delays one small chunk

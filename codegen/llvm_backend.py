@@ -27,6 +27,7 @@ import llvmlite.ir as ir
 import numpy as np
 
 from codegen.ir import Allocate, Barrier, CodegenError, For, IfThenElse, LOOP_KINDS, Seq, Store, walk_stmts
+from codegen.kept_scratch import KeptScratch
 from codegen.vectorize import (MAX_VECTOR_LANES, access_indices, check_indices, flat_stride, mentions, padded_lanes,
                                row_pitch, stored_value, vectorize_blocker)
 from flexsched import affine, dtypes
@@ -36,10 +37,6 @@ CPU_LOOP_KINDS = ("serial", "parallel", "vectorized", "unrolled")
 GPU_LOOP_KINDS = tuple(kind for kind in LOOP_KINDS if kind not in CPU_LOOP_KINDS)
 MAX_FENCED_STEPS = 9          # a 3 x 3 filter's taps; longer loops LLVM keeps rolled or unrolls in part
 MAX_STACK_BYTES = 16 * 1024     # larger scratch buffers come from the heap, kept from call to call
-# Heap scratch buffers each allocation site keeps for the next call: more than the chunks that run at
-# once on most hosts (one per pool thread); a chunk that finds every slot empty allocates its own.
-SCRATCH_SLOTS = 16
-RELEASE_SCRATCH = "release_scratch"   # the module's function that frees every kept buffer
 # Scratch buffers start on a cache line, so with rows pitched to whole vectors no vector access
 # of a local tile or packed panel straddles two lines (one 64-byte line holds an AVX-512 vector).
 SCRATCH_ALIGN = 64
@@ -272,8 +269,7 @@ class ModuleBuilder:
         self.module.data_layout = data_layout
         self.segments = []      # (symbol, extent of its parallel loop or None)
         self.fallbacks = {}     # vectorized loops that ran lane by lane, and why (ordered, no repeats)
-        self.scratch_sites = []  # each heap allocation site's slots of kept buffers
-        self._scratch_helpers = None
+        self.scratch = KeptScratch(self, SCRATCH_ALIGN)   # heap scratch buffers kept between calls
 
     def build(self):
         """Emit every segment; return the module."""
@@ -283,7 +279,7 @@ class ModuleBuilder:
             _FunctionEmitter(self, body, loop).emit(segment)
             self._entry_function(index, body)
             self.segments.append((f"seg_{index}", None if loop is None else loop.extent))
-        self._release_function()
+        self.scratch.emit_release()
         return self.module
 
     def rolled_loop_id(self):
@@ -324,117 +320,6 @@ class ModuleBuilder:
         if existing is not None:
             return existing
         return ir.Function(self.module, ir.FunctionType(return_type, arg_types), name=name)
-
-    def scratch_site(self):
-        """The slots of a new heap allocation site: buffers freed by one call, taken by the next.
-
-        A chunk's scratch used to be allocated and freed on every call; whether that touched fresh
-        pages then depended on the allocator's state (glibc maps large blocks afresh until it raises
-        its threshold, and always past 32 MiB), and a page-faulting call ran up to 4x slower."""
-        slots = ir.GlobalVariable(self.module, ir.ArrayType(_PTR, SCRATCH_SLOTS),
-                                  name=f"scratch_slots_{len(self.scratch_sites)}")
-        slots.linkage = "internal"
-        slots.initializer = ir.Constant(slots.value_type, None)
-        slots.align = 64
-        slots.type = _PTR    # llvmlite types the global's address as a typed pointer; the module's are opaque
-        self.scratch_sites.append(slots)
-        return slots
-
-    def scratch_helpers(self):
-        """(take, give): take(slots, bytes) a kept buffer or a fresh one; give(slots, buffer) back."""
-        if self._scratch_helpers is None:
-            self._scratch_helpers = (self._take_scratch(), self._give_scratch())
-        return self._scratch_helpers
-
-    def _helper(self, name, return_type, arg_types):
-        function = ir.Function(self.module, ir.FunctionType(return_type, arg_types), name=name)
-        function.linkage = "internal"
-        # Out of line: its loop stays out of the kernel, and its noalias return keeps two scratch
-        # buffers apart in LLVM's eyes as malloc's did (inlined, that attribute would be lost).
-        function.attributes.add("noinline")
-        function.attributes.add("nounwind")
-        return function
-
-    def _slot_loop(self, builder, slots, visit, after):
-        """for i < SCRATCH_SLOTS: visit(builder, slot i, next block); then after(builder)."""
-        function = builder.function
-        loop, following, done = (function.append_basic_block(name) for name in ("slot", "next", "none_left"))
-        start = builder.block
-        builder.branch(loop)
-        builder.position_at_end(loop)
-        index = builder.phi(_I64, name="i")
-        index.add_incoming(_int64(0), start)
-        slot = builder.gep(slots, [index], inbounds=True, source_etype=_PTR)
-        visit(builder, slot, following)
-        builder.position_at_end(following)
-        step = builder.add(index, _int64(1), flags=_NO_WRAP)
-        index.add_incoming(step, following)
-        builder.cbranch(builder.icmp_unsigned("==", step, _int64(SCRATCH_SLOTS)), done, loop)
-        builder.position_at_end(done)
-        after(builder)
-
-    def _take_scratch(self):
-        take = self._helper("take_scratch", _PTR, [_PTR, _I64])
-        take.return_value.attributes.add("noalias")
-        take.return_value.attributes.align = SCRATCH_ALIGN
-        slots, nbytes = take.args
-        aligned_alloc = self.declare("aligned_alloc", _PTR, [_I64, _I64])
-        builder = self.ir_builder(take.append_basic_block("entry"))
-
-        def visit(builder, slot, following):
-            # A plain look first: an empty slot costs no locked instruction.
-            kept = builder.load_atomic(slot, "monotonic", 8, typ=_PTR)
-            grab = builder.function.append_basic_block("grab")
-            builder.cbranch(builder.icmp_unsigned("!=", kept, ir.Constant(_PTR, None)), grab, following)
-            builder.position_at_end(grab)
-            taken = builder.atomic_rmw("xchg", slot, ir.Constant(_PTR, None), "acquire")
-            found = builder.function.append_basic_block("found")
-            builder.cbranch(builder.icmp_unsigned("!=", taken, ir.Constant(_PTR, None)), found, following)
-            builder.position_at_end(found)
-            builder.ret(taken)
-
-        self._slot_loop(builder, slots, visit,
-                        lambda b: b.ret(b.call(aligned_alloc, [_int64(SCRATCH_ALIGN), nbytes])))
-        return take
-
-    def _give_scratch(self):
-        give = self._helper("give_scratch", ir.VoidType(), [_PTR, _PTR])
-        slots, buffer = give.args
-        free = self.declare("free", ir.VoidType(), [_PTR])
-        builder = self.ir_builder(give.append_basic_block("entry"))
-
-        def visit(builder, slot, following):
-            kept = builder.load_atomic(slot, "monotonic", 8, typ=_PTR)
-            try_it = builder.function.append_basic_block("try")
-            builder.cbranch(builder.icmp_unsigned("==", kept, ir.Constant(_PTR, None)), try_it, following)
-            builder.position_at_end(try_it)
-            swapped = builder.cmpxchg(slot, ir.Constant(_PTR, None), buffer, "release", "monotonic")
-            stored = builder.function.append_basic_block("stored")
-            builder.cbranch(builder.extract_value(swapped, 1), stored, following)
-            builder.position_at_end(stored)
-            builder.ret_void()
-
-        def free_it(builder):   # every slot full: more chunks ran at once than are kept
-            builder.call(free, [buffer])
-            builder.ret_void()
-
-        self._slot_loop(builder, slots, visit, free_it)
-        return give
-
-    def _release_function(self):
-        """void release_scratch(): frees every kept buffer (the host calls it before dropping the code)."""
-        release = ir.Function(self.module, ir.FunctionType(ir.VoidType(), []), name=RELEASE_SCRATCH)
-        release.attributes.add("nounwind")
-        builder = self.ir_builder(release.append_basic_block("entry"))
-        if self.scratch_sites:
-            free = self.declare("free", ir.VoidType(), [_PTR])
-            for slots in self.scratch_sites:
-                self._slot_loop(builder, slots,
-                                lambda b, slot, following: (
-                                    b.call(free, [b.atomic_rmw("xchg", slot, ir.Constant(_PTR, None), "acquire")]),
-                                    b.branch(following)),
-                                lambda b: None)
-        builder.ret_void()
 
     def _body_function(self, index):
         """The segment's code, taking each buffer as a noalias pointer parameter."""
@@ -502,7 +387,7 @@ class _FunctionEmitter:
         """The whole body function: the segment, then giving heap scratch back, then return."""
         self.stmt(segment)
         for slots, pointer in self.heap:
-            self.builder.call(self.mb.scratch_helpers()[1], [slots, pointer])
+            self.mb.scratch.give(self.builder, slots, pointer)
         self.builder.ret_void()
         self.entry.branch(self.body_block)
 
@@ -766,10 +651,8 @@ class _FunctionEmitter:
             pointer.type = _PTR     # llvmlite gives allocas a typed pointer, which refuses vector stores
             pointer.align = SCRATCH_ALIGN
         else:
-            take = self.mb.scratch_helpers()[0]
-            slots = self.mb.scratch_site()
             rounded = -(-nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN   # C11 wants a multiple of the alignment
-            pointer = self.entry.call(take, [slots, _int64(rounded)], name=buffer.name)
+            slots, pointer = self.mb.scratch.take(self.entry, rounded, buffer.name)
             self.heap.append((slots, pointer))
         previous = self.pointers.get(buffer)
         self.pointers[buffer] = pointer
