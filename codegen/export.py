@@ -154,8 +154,8 @@ def header_text(kernel, name):
  * Parallel loops run on the calling thread and a pool of threads started on the first call
  * (OMP_NUM_THREADS threads, all usable cores by default; idle ones sleep). Several threads may call
  * it at once. Returns 0, or -1 if scratch memory could not be allocated.
- * Scratch buffers of parallel chunks are kept from one call to the next (at most one per thread that
- * ran a chunk at once, per buffer); {name}_{RELEASE_SCRATCH}() frees them, and a later call allocates again. */
+ * Scratch buffers of parallel chunks are kept from one call to the next (up to 16 per buffer, one per
+ * chunk that ran at once); {name}_{RELEASE_SCRATCH}() frees them, and a later call allocates again. */
 #ifndef {guard}
 #define {guard}
 #include <stdint.h>
