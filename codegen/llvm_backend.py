@@ -650,6 +650,7 @@ class _FunctionEmitter:
             pointer = self.entry.alloca(ir.ArrayType(_llvm_type(buffer.dtype), size), name=buffer.name)
             pointer.type = _PTR     # llvmlite gives allocas a typed pointer, which refuses vector stores
             pointer.align = SCRATCH_ALIGN
+            self._zero(pointer, nbytes)
         else:
             rounded = -(-nbytes // SCRATCH_ALIGN) * SCRATCH_ALIGN   # C11 wants a multiple of the alignment
             slots, pointer = self.mb.scratch.take(self.entry, rounded, buffer.name)
@@ -661,6 +662,13 @@ class _FunctionEmitter:
             del self.pointers[buffer]
         else:
             self.pointers[buffer] = previous
+
+    def _zero(self, pointer, nbytes):
+        """Zero a stack buffer where it is made: a vector's lanes past a row's end are computed though
+        never stored, and stale stack there (pointers' high halves read as denormal floats) would make
+        each such operation a slow microcode assist. LLVM drops the zeroing where stores cover it."""
+        memset = self.mb.declare("llvm.memset.p0.i64", ir.VoidType(), [_PTR, ir.IntType(8), _I64, _I1])
+        self.entry.call(memset, [pointer, ir.Constant(ir.IntType(8), 0), _int64(nbytes), ir.Constant(_I1, 0)])
 
     def _store(self, store):
         self.mb.count_store()
