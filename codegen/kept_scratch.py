@@ -15,7 +15,7 @@ release_scratch() frees every kept buffer; the host calls it before it drops the
 
 Zeroed, because a vector's lanes past a row's end are computed though never stored: freed memory
 holds pointers, whose high halves read as denormal floats, and each operation on one is a microcode
-assist. A searched YOLO C11 kernel whose pixel tiles end in such lanes ran 9 GFLOPS on dirty memory
+assist. A YOLO C11 schedule whose 28-pixel tiles end in such lanes ran 9 GFLOPS on dirty memory
 and 211 on zeroed (AVX-512), and which it got depended on what the process had freed before.
 """
 
