@@ -40,6 +40,7 @@ from flexsched.expr import Binary, Compare, Logical
 from . import x86_asm, x86_instructions
 from .cache_model import Cache, CacheModel
 from .ir import Allocate, For, IfThenElse, Seq, Store
+from .kept_scratch import GIVE_SCRATCH, TAKE_SCRATCH
 from .runtime import CHUNKS_PER_THREAD
 from .vectorize import MAX_VECTOR_LANES, vectorize_blocker
 
@@ -89,7 +90,7 @@ PARALLEL_SECONDS = 15e-6       # waking the thread pool and collecting its chunk
 _LIBRARY_ALLOCATIONS = ("malloc", "aligned_alloc", "free")
 # The module's own functions that take and give back kept heap scratch (LLVM may clone them with a
 # suffix): priced as one allocation, which they make when no kept buffer is free.
-_SCRATCH_HELPERS = ("take_scratch", "give_scratch")
+_SCRATCH_HELPERS = (TAKE_SCRATCH, GIVE_SCRATCH)
 _LIBRARY_COPIES = ("memcpy", "memset", "memmove")
 
 

@@ -26,7 +26,7 @@ import llvmlite.ir as ir
 # Buffers each allocation site keeps: more than the chunks that run at once on most hosts (one per
 # pool thread); a chunk that finds every slot empty allocates its own.
 SCRATCH_SLOTS = 16
-RELEASE_SCRATCH = "release_scratch"
+TAKE_SCRATCH, GIVE_SCRATCH, RELEASE_SCRATCH = "take_scratch", "give_scratch", "release_scratch"
 
 _I64 = ir.IntType(64)
 _PTR = ir.PointerType()
@@ -83,7 +83,7 @@ class KeptScratch:
         return function, self.mb.ir_builder(function.append_basic_block("entry"))
 
     def _take_function(self):
-        take, builder = self._helper("take_scratch", _PTR, [_PTR, _I64])
+        take, builder = self._helper(TAKE_SCRATCH, _PTR, [_PTR, _I64])
         take.return_value.attributes.add("noalias")
         take.return_value.attributes.align = self.align
         slots, nbytes = take.args
@@ -111,7 +111,7 @@ class KeptScratch:
         return take
 
     def _give_function(self):
-        give, builder = self._helper("give_scratch", ir.VoidType(), [_PTR, _PTR])
+        give, builder = self._helper(GIVE_SCRATCH, ir.VoidType(), [_PTR, _PTR])
         slots, buffer = give.args
         free = self.mb.declare("free", ir.VoidType(), [_PTR])
 

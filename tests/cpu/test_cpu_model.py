@@ -163,6 +163,7 @@ def test_kept_heap_scratch_is_priced_as_one_allocation_each_way():
     (which LLVM may clone under a longer name): each call is priced as one allocation, not walked."""
     from codegen import cpu_backend, x86_asm
     from codegen.ir import Allocate, Buffer, For, PrimFunc, Store, loop_var, seq
+    from codegen.kept_scratch import GIVE_SCRATCH, TAKE_SCRATCH
     from flexsched.expr import Load
 
     A, O, T = Buffer("A", (4, 5000), "float32", "global"), Buffer("O", (4, 5000), "float32", "global"), \
@@ -174,12 +175,8 @@ def test_kept_heap_scratch_is_priced_as_one_allocation_each_way():
     code = cpu_backend.assembly(func, target=get_target("llvm"))
     functions = x86_asm.parse(code.text)
     callees = {callee for function in functions.values() for _, callee in function.calls}
-    helpers = sorted(callee for callee in callees if callee.startswith(("take_scratch", "give_scratch")))
+    helpers = sorted(callee for callee in callees if callee.startswith((TAKE_SCRATCH, GIVE_SCRATCH)))
     assert len(helpers) == 2, callees
     for helper in helpers:
         assert cpu_model._call_cycles(helper, None, 0, functions, {}, None, {}, 1.0) == cpu_model.ALLOCATION_CYCLES
-    assert estimate_assembly_seconds(code) > 0
-
-
-def estimate_assembly_seconds(code):
-    return cpu_model.estimate_assembly(code, cpu_model.Core.of(get_target("llvm"))).seconds
+    assert cpu_model.estimate_assembly(code, cpu_model.Core.of(get_target("llvm"))).seconds > 0
