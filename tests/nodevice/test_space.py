@@ -434,6 +434,27 @@ def test_a_points_kind_names_the_axis_its_register_tile_really_vectorises():
     assert space.family(space.point(memory)) == space.broad_family(space.point(memory)) == (("O", "memory", None),)
 
 
+def test_a_channel_tile_over_columns_that_fill_no_vector_keeps_them_as_its_rows():
+    """7 columns fill no vector of 8 or 16 lanes. Vectorising the channels, the tile takes one vector
+    of them and keeps the 7 columns as its rows, a point no column-vectorised config gives. Under the
+    most map rows the h knob offers (2 with AVX2 code, 4 on AVX-512), 14 or 28 tile rows would pass
+    the accumulator budget (12 or 16), so that point keeps the columns vectorised."""
+    space = generate(analyze(get_task("C2D", 1, 8, 7, 7, 32, 3, 1, 1)), "llvm")
+    lanes = get_target("llvm").vector_lanes
+    base = dict(O__accumulate="registers", O__vector="k", O__split__k=(1, 8, 1, 4), O__split__w=(1, 1, 1, 7),
+                O__pack__W="none", O__block__pad="none")
+    point = space.point(_cpu_config(space, O__split__h=(7, 1, 1, 1), **base))
+    assert space.fits(point) and space.family(point) == (("O", "registers", "k", 1),)
+    splits = {step.loop: step.factors for step in space.schedule(point).steps
+              if type(step).__name__ == "Split" and step.node == "O"}
+    assert splits["k"][-1] == lanes and math.prod(splits["k"]) == 32 and splits["w"] == (1, 1, 1, 7)
+    tile = check_point(space, point).stages["O.local"].loops
+    assert tile[-1].name == "k" and tile[-1].annotation == "vectorize"
+    most_rows = max(next(k.values for k in space.knobs if k.name == "O.split.h"), key=lambda factors: factors[-1])
+    tall = space.point(_cpu_config(space, O__split__h=most_rows, **base))
+    assert space.family(tall) == (("O", "registers", "w", 1),)
+
+
 def test_a_channel_vectorised_tile_never_runs_past_the_channels():
     """Swapping in a vector's width for k's innermost factor shrinks k's middle factors to fit: k = 32
     split (1, 8, 1, 4) becomes (1, 2, 1, 16) on 16 lanes and (1, 4, 1, 8) on 8, not (1, 8, 1, lanes),
