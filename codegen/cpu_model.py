@@ -144,13 +144,14 @@ class Core:
     datapath_bits: int
     cores: int
     caches: cpus.Caches
+    lanes: int = 1   # float32 lanes of the widest vector
 
     @classmethod
     def of(cls, target):
         if target.kind != "cpu":
             raise ModelError(f"target '{target.name}' is not a CPU")
         return cls(DATAPATH_BITS.get(target.cpu, 32 * target.vector_lanes), max(1, target.cores),
-                   cpus.caches(target.cpu))
+                   cpus.caches(target.cpu), max(1, target.vector_lanes))
 
 
 # ---------------------------------------------------------------- entry points
@@ -205,7 +206,7 @@ def _segment(symbol, parallel_extent, stmt, functions, core):
     outlined = _outlined_loop(stmt) if parallel_extent else None
     chunks = _busiest_core_chunks(parallel_extent, core.cores) if parallel_extent else [None]
     active = min(core.cores, parallel_extent) if parallel_extent else 1
-    macs = _multiply_adds(stmt, outlined, sum(chunks) if outlined is not None else None)
+    macs = _multiply_adds(stmt, outlined, sum(chunks) if outlined is not None else None, core.lanes)
     trips, parallel_loop, unresolved = _resolve_trips(body, stmt, outlined)
     tally = _Tally()
     for chunk in chunks:   # each chunk is a call of the segment, its parallel loop over the chunk
@@ -268,14 +269,20 @@ def _recounted_fma_cycles(tally, macs):
     return tally.fma_cycles * (macs / tally.fma_lanes - 1.0)
 
 
-def _multiply_adds(stmt, outlined=None, chunk=None):
+def _multiply_adds(stmt, outlined=None, chunk=None, lanes=1):
     """Multiply-adds (a store of a sum with a product in it) the loop IR runs, its parallel loop
-    over `chunk` iterations, a branch at the share of iterations that take it (branch_share)."""
+    over `chunk` iterations, a branch at the share of iterations that take it (branch_share), a
+    vectorised loop in whole vectors of `lanes`: an FMA takes its pipe for every lane, masked or not
+    (14 columns in 16 lanes counted as 14 priced YOLO C12's searched best at 0.69 of its time)."""
     total = 0.0
     stack = [(stmt, {}, 1.0)]
     while stack:
         node, ranges, weight = stack.pop()
-        if isinstance(node, For):
+        if isinstance(node, For) and node.kind == "vectorized":
+            # Lane 0 stands for the vector: a guard on the lanes is a mask, the FMA runs whole.
+            covered = -(-node.extent // lanes) * lanes
+            stack.append((node.body, {**ranges, node.var.name: 1}, weight * covered))
+        elif isinstance(node, For):
             extent = chunk if node is outlined and chunk is not None else node.extent
             stack.append((node.body, {**ranges, node.var.name: node.extent}, weight * extent))
         elif isinstance(node, Seq):

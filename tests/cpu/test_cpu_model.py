@@ -68,6 +68,22 @@ def test_the_loop_ir_says_the_multiply_adds_the_busiest_core_does():
     assert parallel.multiply_adds == parallel.fma_lanes == 64 ** 3 // 2
 
 
+@pytest.mark.parametrize("name", ["llvm", "llvm -mattr=-avx512f"])
+def test_a_vector_of_columns_short_of_the_lanes_is_priced_whole(name):
+    """Two lanes short of two vectors: an FMA takes its pipe for every lane, masked or not, so the
+    multiply-adds the model prices are whole vectors', as the FMAs in the assembly are."""
+    target = get_target(name).with_(cores=1)
+    lanes = target.vector_lanes
+    columns = 2 * lanes - 2
+    steps = [{"kind": "split", "node": "O", "loop": "i", "factors": [16, 4]},
+             {"kind": "reorder", "node": "O", "order": ["i.0", "rk", "i.1", "j"]},
+             {"kind": "unroll", "node": "O", "loop": "i.1"},
+             {"kind": "vectorize", "node": "O", "loop": "j"}]
+    (segment,) = estimate(get_task("GMM", 64, 64, columns), Schedule.from_json(json.dumps(steps)), target).segments
+    assert segment.multiply_adds == 64 * 64 * 2 * lanes
+    assert segment.fma_lanes == segment.multiply_adds
+
+
 def test_fma_loops_whose_trip_counts_miscount_the_work_are_priced_for_the_work():
     """Where the assembly's loops line up wrongly with the IR's, the FMA bodies' cycles are scaled to
     the loop IR's multiply-adds: twice the FMAs counted, half their cycles kept; the rest as counted."""
