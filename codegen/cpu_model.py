@@ -272,16 +272,17 @@ def _recounted_fma_cycles(tally, macs):
 def _multiply_adds(stmt, outlined=None, chunk=None, lanes=1):
     """Multiply-adds (a store of a sum with a product in it) the loop IR runs, its parallel loop
     over `chunk` iterations, a branch at the share of iterations that take it (branch_share), a
-    vectorised loop in whole vectors of `lanes`: an FMA takes its pipe for every lane, masked or not
-    (14 columns in 16 lanes counted as 14 priced YOLO C12's searched best at 0.69 of its time)."""
+    vectorised loop in the lanes its vectors take (vector_lanes_taken): an FMA takes its pipe for
+    every lane, masked or not (14 columns in 16 lanes counted as 14 priced YOLO C12's searched best
+    at 0.69 of its time)."""
     total = 0.0
     stack = [(stmt, {}, 1.0)]
     while stack:
         node, ranges, weight = stack.pop()
         if isinstance(node, For) and node.kind == "vectorized":
             # Lane 0 stands for the vector: a guard on the lanes is a mask, the FMA runs whole.
-            covered = -(-node.extent // lanes) * lanes
-            stack.append((node.body, {**ranges, node.var.name: 1}, weight * covered))
+            taken = vector_lanes_taken(node.extent, lanes)
+            stack.append((node.body, {**ranges, node.var.name: 1}, weight * taken))
         elif isinstance(node, For):
             extent = chunk if node is outlined and chunk is not None else node.extent
             stack.append((node.body, {**ranges, node.var.name: node.extent}, weight * extent))
@@ -297,6 +298,17 @@ def _multiply_adds(stmt, outlined=None, chunk=None, lanes=1):
         elif isinstance(node, Store) and _is_multiply_add(node.value):
             total += weight
     return total
+
+
+def vector_lanes_taken(extent, lanes):
+    """The lanes the vectors of a vectorised loop take, as the back end emits them: whole vectors of
+    the target's `lanes` (20 columns in two of 16), or one register of the next power of two, 4 at
+    least, for a loop shorter than a vector (6 columns in 8 lanes, 3 in 4)."""
+    if extent <= 1:
+        return extent
+    if extent >= lanes:
+        return -(-extent // lanes) * lanes
+    return max(4, 1 << (extent - 1).bit_length())
 
 
 def _is_multiply_add(value):

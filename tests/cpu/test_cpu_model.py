@@ -69,18 +69,24 @@ def test_the_loop_ir_says_the_multiply_adds_the_busiest_core_does():
 
 
 @pytest.mark.parametrize("name", ["llvm", "llvm -mattr=-avx512f"])
-def test_a_vector_of_columns_short_of_the_lanes_is_priced_whole(name):
-    """Two lanes short of two vectors: an FMA takes its pipe for every lane, masked or not, so the
-    multiply-adds the model prices are whole vectors', as the FMAs in the assembly are."""
+@pytest.mark.parametrize("columns_of, taken_of", [
+    (lambda lanes: 2 * lanes - 2, lambda lanes: 2 * lanes),
+    (lambda lanes: lanes // 2, lambda lanes: lanes // 2),
+    (lambda lanes: 3, lambda lanes: 4),
+], ids=["two-lanes-short-of-two-vectors", "half-a-vector", "three-columns"])
+def test_a_vectorised_loop_is_priced_in_the_lanes_its_vectors_take(name, columns_of, taken_of):
+    """An FMA takes its pipe for every lane, masked or not: two lanes short of two vectors take two
+    whole ones, half a vector a register half as wide, 3 columns one of 4 lanes. The multiply-adds the
+    model prices are those lanes, as the FMAs in the assembly are."""
     target = get_target(name).with_(cores=1)
     lanes = target.vector_lanes
-    columns = 2 * lanes - 2
+    columns, taken = columns_of(lanes), taken_of(lanes)
     steps = [{"kind": "split", "node": "O", "loop": "i", "factors": [16, 4]},
              {"kind": "reorder", "node": "O", "order": ["i.0", "rk", "i.1", "j"]},
              {"kind": "unroll", "node": "O", "loop": "i.1"},
              {"kind": "vectorize", "node": "O", "loop": "j"}]
     (segment,) = estimate(get_task("GMM", 64, 64, columns), Schedule.from_json(json.dumps(steps)), target).segments
-    assert segment.multiply_adds == 64 * 64 * 2 * lanes
+    assert segment.multiply_adds == 64 * 64 * taken == cpu_model.vector_lanes_taken(columns, lanes) * 64 * 64
     assert segment.fma_lanes == segment.multiply_adds
 
 
