@@ -13,7 +13,8 @@ Per segment (a top-level loop nest, its outer loop spread over the cores when pa
   is 256 bits wide) or the chains it carries into its next pass (dependence_chains), whichever
   is longer, plus waits on masked stores, times how often the body runs; calls to the C library
   at a fixed price; the bodies holding FMAs scaled to run the loop IR's multiply-adds where the
-  trip counts said otherwise (_recounted_fma_cycles), a vectorised loop's in whole vectors;
+  trip counts said otherwise (_recounted_fma_cycles), a vectorised loop's in the lanes its
+  vectors take;
 - data movement: bytes brought into L1, L2 and the core's share of the last-level cache by the
   busiest core's share of the nest (codegen.cache_model), over each level's bandwidth;
 - time: the larger of compute and the slowest level plus half the smaller (MEMORY_OVERLAP), and
