@@ -43,7 +43,7 @@ from .cache_model import Cache, CacheModel
 from .ir import Allocate, For, IfThenElse, Seq, Store
 from .kept_scratch import GIVE_SCRATCH, TAKE_SCRATCH
 from .runtime import CHUNKS_PER_THREAD
-from .vectorize import MAX_VECTOR_LANES, vectorize_blocker
+from .vectorize import MAX_VECTOR_LANES, padded_lanes, vectorize_blocker
 
 _COMPARISONS = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq,
                 "!=": operator.ne}
@@ -273,16 +273,16 @@ def _recounted_fma_cycles(tally, macs):
 def _multiply_adds(stmt, outlined=None, chunk=None, lanes=1):
     """Multiply-adds (a store of a sum with a product in it) the loop IR runs, its parallel loop
     over `chunk` iterations, a branch at the share of iterations that take it (branch_share), a
-    vectorised loop in the lanes its vectors take (vector_lanes_taken): an FMA takes its pipe for
-    every lane, masked or not (14 columns in 16 lanes counted as 14 priced YOLO C12's searched best
-    at 0.69 of its time)."""
+    vectorised loop in the lanes the back end computes for it (padded_lanes): an FMA takes its pipe
+    for every lane, masked or not (14 columns in 16 lanes counted as 14 priced YOLO C12's searched
+    best at 0.69 of its time)."""
     total = 0.0
     stack = [(stmt, {}, 1.0)]
     while stack:
         node, ranges, weight = stack.pop()
         if isinstance(node, For) and node.kind == "vectorized":
             # Lane 0 stands for the vector: a guard on the lanes is a mask, the FMA runs whole.
-            taken = vector_lanes_taken(node.extent, lanes)
+            taken = padded_lanes(node.extent, lanes)
             stack.append((node.body, {**ranges, node.var.name: 1}, weight * taken))
         elif isinstance(node, For):
             extent = chunk if node is outlined and chunk is not None else node.extent
@@ -299,17 +299,6 @@ def _multiply_adds(stmt, outlined=None, chunk=None, lanes=1):
         elif isinstance(node, Store) and _is_multiply_add(node.value):
             total += weight
     return total
-
-
-def vector_lanes_taken(extent, lanes):
-    """The lanes the vectors of a vectorised loop take, as the back end emits them: whole vectors of
-    the target's `lanes` (20 columns in two of 16), or one register of the next power of two, 4 at
-    least, for a loop shorter than a vector (6 columns in 8 lanes, 3 in 4)."""
-    if extent <= 1:
-        return extent
-    if extent >= lanes:
-        return -(-extent // lanes) * lanes
-    return max(4, 1 << (extent - 1).bit_length())
 
 
 def _is_multiply_add(value):
