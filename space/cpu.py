@@ -69,6 +69,11 @@ VECTORS_PER_ROW = 2
 # (they spill). Past the share, the operands spill: 14-16 AVX2 accumulators ran at 0.40-0.50x.
 ACCUMULATOR_SHARE = 0.75
 MAX_ACCUMULATORS = 16
+# A tile one vector wide needs two operand registers a reduction step (its loaded vector and one
+# broadcast), so its accumulators may take the rest. With AVX2 code (16 registers), YOLO C12's
+# channel tile of 14 columns by 8 channels ran at 0.92 of oneDNN (1.05 with its weights packed
+# ahead), where its 7-column tiles ran at 0.82 (experiments/points/c12_avx2_channel_tiles.json).
+ONE_VECTOR_OPERANDS = 2
 
 
 def _is_main(info, node):
@@ -112,16 +117,20 @@ def _register_tiled(info, config):
 
 
 def fits(info, target, config):
-    """Whether every register tile of a config holds at most ACCUMULATOR_SHARE of the vector
-    registers, and MAX_ACCUMULATORS, in accumulators (its rows times its vectors per row)."""
-    budget = _accumulator_budget(target)
-    return all(rows * vectors <= budget
+    """Whether every register tile of a config holds no more accumulators (its rows times its vectors
+    per row) than its budget (_accumulator_budget)."""
+    return all(rows * vectors <= _accumulator_budget(target, vectors)
                for _, rows, vectors in (_tile_shape(node, target, config) for node in _register_tiled(info, config)))
 
 
-def _accumulator_budget(target):
-    """The accumulators a register tile may hold: ACCUMULATOR_SHARE of the registers, MAX_ACCUMULATORS at most."""
-    return max(1, min(MAX_ACCUMULATORS, int((target.vector_registers or 16) * ACCUMULATOR_SHARE)))
+def _accumulator_budget(target, vectors_per_row):
+    """The accumulators a register tile may hold: ACCUMULATOR_SHARE of the registers, or all but
+    ONE_VECTOR_OPERANDS of them for a tile one vector wide; MAX_ACCUMULATORS at most."""
+    registers = target.vector_registers or 16
+    share = int(registers * ACCUMULATOR_SHARE)
+    if vectors_per_row == 1:
+        share = max(share, registers - ONE_VECTOR_OPERANDS)
+    return max(1, min(MAX_ACCUMULATORS, share))
 
 
 def _register_rows(node):
@@ -226,7 +235,7 @@ def _rows_fit(node, target, config, axis):
     factors of the other spatial loops."""
     rows = math.prod(config[knob_name(node, "split", loop)][-1] for loop in split_loops(node.spatial)
                      if loop.name != axis.name)
-    return rows <= _accumulator_budget(target)
+    return rows <= _accumulator_budget(target, 1)
 
 
 def _least_padding(extent, within, factor):

@@ -122,16 +122,18 @@ def test_channel_vectorised_points_that_block_the_input_along_the_reduction(kern
     assert checked >= 3
 
 
-def test_channel_tiles_over_columns_that_fill_no_vector():
-    """A 7-wide map's columns as the rows of a one-vector channel tile, with the padding and the
-    weights packed or not: each point matches the reference."""
-    task = get_task("C2D", 1, 8, 7, 7, 32, 3, 1, 1)
+@pytest.mark.parametrize("width", [7, 14])
+def test_channel_tiles_over_columns_that_fill_no_vector(width):
+    """A 7- or 14-wide map's columns as the rows of a one-vector channel tile (14 accumulators fill
+    all the registers of AVX2 code but two), with the weights packed or not: each point matches the
+    reference."""
+    task = get_task("C2D", 1, 8, 7, width, 32, 3, 1, 1)
     space = generate(analyze(task), "llvm")
     rng = np.random.default_rng(8)
     for pack in ("none", "R0"):
         config = space.config(space.random_point(rng)).to_dict()
         config.update({"O.accumulate": "registers", "O.vector": "k", "O.split.k": (1, 8, 1, 4),
-                       "O.split.h": (7, 1, 1, 1), "O.split.w": (1, 1, 1, 7), "O.pack.W": pack})
+                       "O.split.h": (7, 1, 1, 1), "O.split.w": (1, 1, 1, width), "O.pack.W": pack})
         point = space.point(Config.from_dict(config))
         assert space.family(point) == (("O", "registers", "k", 1),)
         assert_matches_reference(task, build(task, space.schedule(point)))

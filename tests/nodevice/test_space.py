@@ -333,7 +333,8 @@ def _tile_accumulators(space, point, lanes):
 
 @pytest.mark.parametrize("lanes, registers, budget", [(8, 16, 12), (16, 32, 16)])
 def test_a_search_proposes_only_register_tiles_within_the_accumulator_budget(lanes, registers, budget):
-    """Three quarters of the registers, at most 16 accumulators (the rest hold the operands)."""
+    """Three quarters of the registers, at most 16 accumulators (the rest hold the operands); this
+    space's one-vector tiles have at most 8 rows (its caps), so none reaches a one-vector budget."""
     target = get_target("llvm").with_(vector_lanes=lanes, vector_registers=registers)
     space = generate(analyze(get_task("C2D", 1, 16, 8, 32, 64, 3, 1, 1)), target)
     caps = {knob.name: knob.caps[-1] for knob in space.knobs if knob.name.startswith("O.split.")}
@@ -434,13 +435,15 @@ def test_a_points_kind_names_the_axis_its_register_tile_really_vectorises():
     assert space.family(space.point(memory)) == space.broad_family(space.point(memory)) == (("O", "memory", None),)
 
 
-def test_a_channel_tile_over_columns_that_fill_no_vector_keeps_them_as_its_rows():
+@pytest.mark.parametrize("lanes, registers", [(8, 16), (16, 32)])
+def test_a_channel_tile_over_columns_that_fill_no_vector_keeps_them_as_its_rows(lanes, registers):
     """7 columns fill no vector of 8 or 16 lanes. Vectorising the channels, the tile takes one vector
     of them and keeps the 7 columns as its rows, a point no column-vectorised config gives. Under the
-    most map rows the h knob offers (2 with AVX2 code, 4 on AVX-512), 14 or 28 tile rows would pass
-    the accumulator budget (12 or 16), so that point keeps the columns vectorised."""
-    space = generate(analyze(get_task("C2D", 1, 8, 7, 7, 32, 3, 1, 1)), "llvm")
-    lanes = get_target("llvm").vector_lanes
+    most map rows the h knob offers (2 with 16 registers, 4 with 32), 14 or 28 tile rows: 14 fill
+    all 16 registers but the weight vector and the broadcast, while 28 pass the 16 accumulators at
+    most, so that point keeps the columns vectorised."""
+    target = get_target("llvm").with_(vector_lanes=lanes, vector_registers=registers)
+    space = generate(analyze(get_task("C2D", 1, 8, 7, 7, 32, 3, 1, 1)), target)
     base = dict(O__accumulate="registers", O__vector="k", O__split__k=(1, 8, 1, 4), O__split__w=(1, 1, 1, 7),
                 O__pack__W="none", O__block__pad="none")
     point = space.point(_cpu_config(space, O__split__h=(7, 1, 1, 1), **base))
@@ -452,7 +455,29 @@ def test_a_channel_tile_over_columns_that_fill_no_vector_keeps_them_as_its_rows(
     assert tile[-1].name == "k" and tile[-1].annotation == "vectorize"
     most_rows = max(next(k.values for k in space.knobs if k.name == "O.split.h"), key=lambda factors: factors[-1])
     tall = space.point(_cpu_config(space, O__split__h=most_rows, **base))
-    assert space.family(tall) == (("O", "registers", "w", 1),)
+    assert 7 * most_rows[-1] == {16: 14, 32: 28}[registers]
+    assert space.family(tall) == ((("O", "registers", "k", 1),) if registers == 16 else (("O", "registers", "w", 1),))
+
+
+@pytest.mark.parametrize("lanes, registers, one_vector, two_vectors", [(8, 16, 14, 12), (16, 32, 16, 16)])
+def test_a_one_vector_tile_may_fill_all_registers_but_its_two_operands(lanes, registers, one_vector, two_vectors):
+    """A tile one vector wide loads one vector and broadcasts one value a reduction step, so its
+    accumulators may take the other registers (16 at most); a wider tile keeps three quarters. 14
+    columns of a 14-wide map by 8 or 16 channels: 14 accumulators, within the 16 registers of AVX2
+    code; the same columns vectorised by 8 rows of channels: 16 with AVX2 code (two vectors of 8
+    lanes a row), past its budget of 12, and 8 on AVX-512."""
+    target = get_target("llvm").with_(vector_lanes=lanes, vector_registers=registers)
+    space = generate(analyze(get_task("C2D", 1, 8, 14, 14, 32, 3, 1, 1)), target)
+    base = dict(O__accumulate="registers", O__pack__W="none", O__block__pad="none", O__split__h=(14, 1, 1, 1))
+    channels = space.point(_cpu_config(space, O__vector="k", O__split__k=(1, 8, 1, 4), O__split__w=(1, 1, 1, 14),
+                                       **base))
+    assert space.family(channels) == (("O", "registers", "k", 1),)
+    assert _tile_accumulators(space, channels, lanes) == 14 <= one_vector
+    assert space.fits(channels)
+    columns = space.point(_cpu_config(space, O__vector="w", O__split__k=(8, 1, 1, 4), O__split__w=(1, 1, 1, 14),
+                                      **dict(base, O__split__h=(7, 1, 1, 2))))
+    assert _tile_accumulators(space, columns, lanes) == 8 * -(-14 // lanes)
+    assert space.fits(columns) == (8 * -(-14 // lanes) <= two_vectors)
 
 
 def test_a_channel_vectorised_tile_never_runs_past_the_channels():
