@@ -66,7 +66,8 @@ VECTORS_PER_ROW = 2
 # with AVX2 code (16 registers), GMM's 6 x 2-vector tile ran at 1.09-1.12x oneDNN side by side
 # against the searched 4 x 2's 1.00-1.01. Twice that is enough: in AVX-512 searches (32 registers),
 # 24 accumulators ran no faster than 16, and 3 x 3 tiles of 32 at 0.05-0.18 of each layer's best
-# (they spill). Past the share, the operands spill: 14-16 AVX2 accumulators ran at 0.40-0.50x.
+# (they spill). Past the share, the operands spill: 14-16 AVX2 accumulators two vectors wide ran
+# at 0.40-0.50x.
 ACCUMULATOR_SHARE = 0.75
 MAX_ACCUMULATORS = 16
 # A tile one vector wide needs two operand registers a reduction step (its loaded vector and one
