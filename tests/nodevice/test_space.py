@@ -415,22 +415,24 @@ def test_a_register_tile_vectorised_along_the_channels_blocks_itself_and_the_wei
         {"O.local": [(1, lanes)], "W": [(0, lanes)]}
 
 
-def test_a_points_kind_names_the_axis_its_register_tile_really_vectorises():
-    space = generate(analyze(get_task("C2D", 1, 8, 14, 14, 32, 1, 1, 0)), "llvm")
-    lanes = get_target("llvm").vector_lanes
+@pytest.mark.parametrize("lanes, registers", [(8, 16), (16, 32)])
+def test_a_points_kind_names_the_axis_its_register_tile_really_vectorises(lanes, registers):
+    target = get_target("llvm").with_(vector_lanes=lanes, vector_registers=registers)
+    space = generate(analyze(get_task("C2D", 1, 8, 14, 14, 32, 1, 1, 0)), target)
     base = dict(O__accumulate="registers", O__vector="k", O__split__k=(32, 1, 1, 1))
     whole = _cpu_config(space, O__split__hw=(-(-196 // lanes), 1, 1, lanes), **base)
-    # hw's innermost factor (14 of 8 lanes, 28 of 16) is no multiple of the vector width: the tile
-    # keeps hw vectorised.
+    assert space.family(space.point(whole)) == (("O", "registers", "k", 1),)
+    # hw's innermost factor (14 of 8 lanes, 28 of 16) is no multiple of the vector width. 14 rows of
+    # one channel vector fill 16 registers but two, so that tile vectorises k; 28 pass 16
+    # accumulators, so that one keeps hw vectorised, in two vectors, which its kind counts too.
     width = next(f for f in range(lanes + 1, 2 * lanes) if 196 % f == 0)
     partial = _cpu_config(space, O__split__hw=(196 // width, 1, 1, width), **base)
-    assert space.family(space.point(whole)) == (("O", "registers", "k", 1),)
-    # A kind counts the tile's vectors per row too: 14 or 28 lanes fill two vectors.
-    assert space.family(space.point(partial)) == (("O", "registers", "hw", 2),)
+    axis, vectors = ("k", 1) if registers == 16 else ("hw", 2)
+    assert space.family(space.point(partial)) == (("O", "registers", axis, vectors),)
     # Its broad kind leaves the width out, so a search's starts take a turn per axis, not per width.
-    assert space.broad_family(space.point(partial)) == (("O", "registers", "hw"),)
+    assert space.broad_family(space.point(partial)) == (("O", "registers", axis),)
     tile = check_point(space, space.point(partial)).stages["O.local"].loops
-    assert tile[-1].name == "hw" and tile[-1].annotation == "vectorize"
+    assert tile[-1].name == axis and tile[-1].annotation == "vectorize"
     memory = _cpu_config(space, O__accumulate="memory", O__vector="k")
     assert space.family(space.point(memory)) == space.broad_family(space.point(memory)) == (("O", "memory", None),)
 
