@@ -149,7 +149,8 @@ def _define(stage, tensors, state):
         return _from_tensor(stage, tensor)
     if stage.cache_of:  # a read cache copies its source
         source = _source_tensor(stage.cache_of, tensors, state)
-        axes = [IterVar(loop.name, loop.extent, "spatial") for loop in stage.loops]
+        # The copy's root axes, one per dimension: its loops may since have been split or reordered.
+        axes = [IterVar(f"{stage.name}.ax{dim}", extent, "spatial") for dim, extent in enumerate(stage.shape)]
         return _Nest(stage, axes, [], Load(source, tuple(axes), source.dtype), None)
     tensor = tensors[stage.name]
     caches = [s for s in state.stages.values() if s.cache_of == stage.name and stage.reads == [s.name]]

@@ -458,6 +458,29 @@ def test_a_packed_panel_made_outside_the_register_tiles_feeds_all_of_them():
     assert allocations["O_local"][1] > allocations["B_local"][1]
 
 
+def test_a_packed_panel_converts_to_a_blocked_layout_with_its_own_loops_split_and_vectorised():
+    """The copy's loops are its own to schedule: B's columns split by the block, the block innermost
+    and vectorised, so the panel is filled blocked a vector at a time from B in the caller's layout."""
+    task = get_task("GMM", 24, 40, 32)
+    steps = [fs.schedule.CacheWrite("O", "local"), fs.schedule.CacheRead("B", "local", ("O.local",)),
+             fs.schedule.Split("O", "i", (2, 3, 4)), fs.schedule.Split("O", "j", (2, 2, 8)),
+             fs.schedule.Split("O.local", "rk", (5, 8)),
+             fs.schedule.Reorder("O", ("i.0", "j.0", "i.1", "j.1", "i.2", "j.2")),
+             fs.schedule.Reorder("O.local", ("rk.0", "rk.1", "i", "j")),
+             fs.schedule.ComputeAt("O.local", "O", "i.1"), fs.schedule.ComputeAt("B.local", "O", "j.0"),
+             fs.schedule.Layout("B.local", 1, 8), fs.schedule.Split("B.local", "B.local.ax1", (4, 8)),
+             fs.schedule.Reorder("B.local", ("B.local.ax1.0", "B.local.ax0", "B.local.ax1.1")),
+             fs.schedule.Vectorize("B.local", "B.local.ax1.1")]
+    lowered = lower(task, fs.schedule.Schedule(tuple(steps)).apply(analyze(task)))
+    inputs = task.random_inputs(0)
+    output = np.zeros((24, 32), "float32")
+    run(lowered.func, [*inputs, output])
+    np.testing.assert_allclose(output, task.evaluate(*inputs)[0], rtol=1e-5, atol=1e-5)
+    allocations = {name: shape for name, shape, _ in _allocations(lowered.func.body)}
+    assert allocations["B_local"] == (40, 2, 8)           # one j.0 block of 16 columns, in blocks of 8
+    assert "B_local.B.local.ax1.1" in str(lowered.func) and "# vectorized" in str(lowered.func)
+
+
 def test_a_panel_made_inside_the_loop_its_reader_runs_at_is_refused():
     from codegen.lower import LoweringError
     task = get_task("GMM", 24, 40, 32)
