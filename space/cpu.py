@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from flexsched.schedule import (MAX_VECTOR_LANES, CacheRead, CacheWrite, ComputeAt, Deinterleave, Fuse, Layout,
-                                Parallel, Schedule, Unroll, Vectorize, cache_stage_name)
+                                Parallel, Reorder, Schedule, Split, Unroll, Vectorize, cache_stage_name)
 
 from .budget import grow_caps
 from .knobs import GUARD_SLACK_PERCENT, ChoiceKnob
@@ -252,8 +252,8 @@ def _least_padding(extent, within, factor):
 
 def _layout_steps(info, node, axis, width, packed):
     """Layout steps storing blocked by `width` along `axis`: the register tile, the node itself unless
-    it is an output of the computation, the inputs whose dimension that loop alone indexes, and their
-    packed copies (packed: source -> its copy)."""
+    it is an output of the computation, and the inputs whose dimension that loop alone indexes, or
+    in their stead the packed copies of those the config packs (packed: source -> its copy)."""
     dim = [loop.name for loop in node.spatial].index(axis)
     steps = [Layout(f"{node.name}.local", dim, width)]
     # An output stays in the caller's layout: the tile's copy-out writes it through transposes in
@@ -268,10 +268,24 @@ def _layout_steps(info, node, axis, width, packed):
             continue
         for position, index in enumerate(access.indices):
             if index.affine and index.coefficients == ((axis, 1),) and index.offset == 0:
-                steps.append(Layout(access.tensor, position, width))
-                steps += [Layout(packed[access.tensor], position, width)] if access.tensor in packed else []
+                copy = packed.get(access.tensor)
+                steps += _converting_copy(copy, position, width, len(access.indices), info.tensor(
+                    access.tensor).shape[position]) if copy else [Layout(access.tensor, position, width)]
                 break
     return steps
+
+
+def _converting_copy(copy, position, width, rank, extent):
+    """Steps making a packed copy blocked by `width` along dimension `position` from its source in
+    the caller's layout: the block's loop innermost and vectorised, so the copy converts a vector at
+    a time. (YOLO C12, AVX-512, channel tile of 14 columns: its weights converted into one panel per
+    parallel chunk so ran at 1.13 of oneDNN, against 0.95 converted whole ahead of the convolution and
+    0.30 copied element by element from the converted whole.)"""
+    loops = [f"{copy}.ax{dim}" for dim in range(rank)]
+    block = f"{loops[position]}.1"
+    order = [f"{name}.0" if dim == position else name for dim, name in enumerate(loops)] + [block]
+    return [Layout(copy, position, width), Split(copy, loops[position], (extent // width, width)),
+            Reorder(copy, tuple(order)), Vectorize(copy, block)]
 
 
 def _deinterleave_steps(info, config, node, axis, packed):
@@ -366,8 +380,11 @@ def _packed_copies(reads, places):
 def _pack_steps(info, node, config, tokens, caches, reader, levels):
     """(cache_read steps, compute_at steps) for the inputs the config packs.
 
-    reader is the stage that reads the inputs; levels maps a pack level to (stage, loops) where
-    the copy is made (levels the nest lacks are left out: the input is not packed)."""
+    reader is the stage that reads the inputs; levels maps a pack level to (stage, loops): the
+    level's loops, outermost first, down to the one closing it (levels the nest lacks are left out:
+    the input is not packed). The copy is made at the innermost of them its tensor varies with: one
+    that does not change it would only make the same panel again (a weight panel, at every row of
+    pixels)."""
     reads, places = [], []
     for tensor in node.inputs if node.reduce else ():
         level = config[f"{node.name}.pack.{tensor}"]
@@ -382,8 +399,21 @@ def _pack_steps(info, node, config, tokens, caches, reader, levels):
             cache = cache_stage_name(source, "local", caches)
             caches.add(cache)
             reads.append(CacheRead(source, "local", (reader,)))
-            places.append(ComputeAt(cache, stage, loops[-1]))
+            places.append(ComputeAt(cache, stage, _innermost_varying(loops, _indexing_loops(node, tensor))))
     return reads, places
+
+
+def _indexing_loops(node, tensor):
+    """The names of the node's loops that index its reads of tensor."""
+    return {name for access in node.reads if access.tensor == tensor for index in access.indices
+            for name in index.loops}
+
+
+def _innermost_varying(loops, indexing):
+    """The innermost of loops (split or fused loop names) that one of the `indexing` loops is part of;
+    the outermost where none is."""
+    varying = [name for name in loops if any(part.rsplit(".", 1)[0] in indexing for part in name.split("+"))]
+    return (varying or loops)[-1 if varying else 0]
 
 
 def _level_names(info, node, config, stage, s_levels):
@@ -412,11 +442,10 @@ def _parallel_outer(node, config, nest, extents, outer, tokens):
     return steps, nest, parallel
 
 
-def _outer_level_anchor(nest, tokens, parallel):
-    """[the loop closing the S0 level]: its last loop the parallel loop did not fuse, else the parallel
-    loop itself; [] when the level has no loop."""
-    outer = [name for name in nest if name == parallel or name in tokens["S0"]]
-    return outer[-1:]
+def _outer_level_loops(nest, tokens, parallel):
+    """The S0 level's loops in the nest, outermost first: the parallel loop (which may have fused some
+    of them) and those it did not fuse; [] when the level has no loop."""
+    return [name for name in nest if name == parallel or name in tokens["S0"]]
 
 
 def _vectorize(stage, loop, extent):
@@ -451,7 +480,7 @@ def _node_steps(info, target, node, config, caches):
         steps += unroll_steps(node.name, [name for name in nest if name not in vectorized], extents,
                               config[knob_name(node, "unroll")], stop_at={parallel, *tokens["S0"]})
     levels = {name: (node.name, tokens[name]) for name in PACK_LEVELS[1:] if name in tokens}
-    levels["S0"] = (node.name, _outer_level_anchor(nest, tokens, parallel))
+    levels["S0"] = (node.name, _outer_level_loops(nest, tokens, parallel))
     reads, places = _pack_steps(info, node, config, tokens, caches, node.name, levels)
     if vectorized and node.reduce:
         places += _deinterleave_steps(info, config, node, vectorized[0].rsplit(".", 1)[0],
@@ -504,13 +533,15 @@ def _register_tile_steps(info, target, node, config, caches):
                           stop_at=set(tokens["R0"]))
     # An R0 copy is made per reduction block inside the tile's nest; an S0, S1 or S2 copy at the
     # node's loop outside the tile, one packed panel shared by every register tile inside it.
-    levels = {"R0": (tile_stage, tokens["R0"]), "S0": (node.name, _outer_level_anchor(nest, tokens, parallel)),
+    levels = {"R0": (tile_stage, tokens["R0"]), "S0": (node.name, _outer_level_loops(nest, tokens, parallel)),
               "S1": (node.name, tokens["S1"]), "S2": (node.name, tokens["S2"])}
     reads, places = _pack_steps(info, node, config, tokens, caches, tile_stage, levels)
     packed = _packed_copies(reads, places)
     if axis != last_axis:
         layouts = _layout_steps(info, node, axis, extents[f"{axis}.3"], packed)
-        places += layouts + _reduce_block_steps(info, node, config, {step.tensor for step in layouts})
+        blocked = {step.tensor for step in layouts if isinstance(step, Layout)}
+        blocked |= {source for source, copy in packed.items() if copy in blocked}   # converted by their copy
+        places += layouts + _reduce_block_steps(info, node, config, blocked)
     elif vector_steps:
         places += _deinterleave_steps(info, config, node, axis, packed)
     # A producer attached 'at' this node is made once per iteration of its parallel loop, as for a node

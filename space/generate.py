@@ -8,7 +8,7 @@ from . import cpu, fpga, gpu
 from .space import Space
 
 # Raise when a change to the rules would give a recorded config another meaning.
-GENERATED_VERSION = 4
+GENERATED_VERSION = 5
 # The rules per kind of machine; each reads the target's capabilities, never its name.
 _RULES = {"cpu": cpu, "gpu": gpu, "fpga": fpga}
 

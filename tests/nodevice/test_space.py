@@ -554,6 +554,28 @@ def test_an_s0_panel_is_made_once_per_parallel_iteration_for_every_tile_inside_i
             panel = state.stages["B.local"]
             # Just inside the S0 level (the parallel loop where it fuses the whole level), outside every tile.
             assert panel.attach == "at" and panel.attach_to == ("O", anchor), (accumulate, fuse)
+            # A's rows do not change with j.0: its panel is made once per i.0, not again for every j.0.
+            config = _cpu_config(space, O__accumulate=accumulate, O__fuse=fuse, O__pack__A="S0", O__pack__B="none",
+                                 O__split__i=(2, 2, 4, 4), O__split__j=(2, 1, 2, 16))
+            panel = check_point(space, space.point(config)).stages["A.local"]
+            assert panel.attach_to == ("O", {1: "i.0", 2: "i.0+j.0"}[fuse]), (accumulate, fuse)
+
+
+@pytest.mark.parametrize("lanes, registers", [(8, 16), (16, 32)])
+def test_a_packed_weight_panel_is_converted_by_its_copy_once_per_chunk_of_channels(lanes, registers):
+    """A channel tile packing its weights: the copy, not the weights, is blocked, and fills its
+    blocks a vector at a time; made at the parallel loop over the channels, not again per pixel block."""
+    target = get_target("llvm").with_(vector_lanes=lanes, vector_registers=registers)
+    space = generate(analyze(get_task("C2D", 1, 8, 14, 14, 32, 1, 1, 0)), target)
+    config = _cpu_config(space, O__accumulate="registers", O__vector="k", O__split__hw=(-(-196 // lanes), 1, 1, lanes),
+                         O__split__k=(32, 1, 1, 1), O__pack__W="S0", O__block__pad="none", O__fuse=1)
+    state = check_point(space, space.point(config))
+    assert {name: [(b.dim, b.block) for b in blockings] for name, blockings in state.layouts.items()} == \
+        {"O.local": [(1, lanes)], "W.local": [(0, lanes)]}
+    panel = state.stages["W.local"]
+    assert panel.attach_to == ("O", "b+k.0")
+    assert panel.loops[-1].name == "W.local.ax0.1" and panel.loops[-1].extent == lanes
+    assert panel.loops[-1].annotation == "vectorize"
 
 
 def _strided_conv_config(stride, **changes):
