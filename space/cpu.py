@@ -278,9 +278,9 @@ def _layout_steps(info, node, axis, width, packed):
 def _converting_copy(copy, position, width, rank, extent):
     """Steps making a packed copy blocked by `width` along dimension `position` from its source in
     the caller's layout: the block's loop innermost and vectorised, so the copy converts a vector at
-    a time. (YOLO C12, AVX-512, channel tile of 14 columns: its weights converted into one panel per
-    parallel chunk so ran at 1.13 of oneDNN, against 0.95 converted whole ahead of the convolution and
-    0.30 copied element by element from the converted whole.)"""
+    a time. (A searched best of YOLO C12 with its weights so packed per chunk of output channels ran at
+    1.03 of oneDNN on AVX-512 and 0.98 with AVX2 code, against 0.95 and 0.88 converted whole ahead of
+    the convolution: experiments/points/c12{,_avx2}_weight_panels.json.)"""
     loops = [f"{copy}.ax{dim}" for dim in range(rank)]
     block = f"{loops[position]}.1"
     order = [f"{name}.0" if dim == position else name for dim, name in enumerate(loops)] + [block]
@@ -413,7 +413,7 @@ def _innermost_varying(loops, indexing):
     """The innermost of loops (split or fused loop names) that one of the `indexing` loops is part of;
     the outermost where none is."""
     varying = [name for name in loops if any(part.rsplit(".", 1)[0] in indexing for part in name.split("+"))]
-    return (varying or loops)[-1 if varying else 0]
+    return varying[-1] if varying else loops[0]
 
 
 def _level_names(info, node, config, stage, s_levels):
