@@ -24,6 +24,7 @@ from flexsched.errors import FlexschedError
 from flexsched.expr import (Binary, Call, Cast, Compare, Const, IterVar, Load, Logical, Reduce, Select,
                             as_expr, binary, iter_vars_of, walk)
 from flexsched.merge_axes import merge_contiguous_axes
+from flexsched.schedule import copy_axis_name
 from flexsched.tensor import Tensor
 
 from .ir import Allocate, Buffer, For, IfThenElse, PrimFunc, Store, loop_var, seq
@@ -150,7 +151,7 @@ def _define(stage, tensors, state):
     if stage.cache_of:  # a read cache copies its source
         source = _source_tensor(stage.cache_of, tensors, state)
         # The copy's root axes, one per dimension: its loops may since have been split or reordered.
-        axes = [IterVar(f"{stage.name}.ax{dim}", extent, "spatial") for dim, extent in enumerate(stage.shape)]
+        axes = [IterVar(copy_axis_name(stage.name, dim), extent, "spatial") for dim, extent in enumerate(stage.shape)]
         return _Nest(stage, axes, [], Load(source, tuple(axes), source.dtype), None)
     tensor = tensors[stage.name]
     caches = [s for s in state.stages.values() if s.cache_of == stage.name and stage.reads == [s.name]]

@@ -441,6 +441,11 @@ class ComputeAt(Step):
         stage.attach, stage.attach_to = "at", (consumer.name, self.loop)
 
 
+def copy_axis_name(cache, dim):
+    """The name of a read cache's loop over dimension `dim` of what it copies (before any split)."""
+    return f"{cache}.ax{dim}"
+
+
 def cache_stage_name(tensor, scope, taken):
     """The name of a new cache of tensor: tensor.scope, then tensor.scope1, tensor.scope2, ..."""
     name, number = f"{tensor}.{scope}", 0
@@ -476,7 +481,7 @@ class CacheRead(Step):
                 raise ScheduleError(f"{self.label()}: node '{stage.name}' does not read '{self.tensor}'")
         for stage in readers:
             stage.reads[stage.reads.index(self.tensor)] = name
-        loops = [LoopState(f"{name}.ax{d}", extent, "spatial") for d, extent in enumerate(shape)]
+        loops = [LoopState(copy_axis_name(name, d), extent, "spatial") for d, extent in enumerate(shape)]
         state.stages[name] = Stage(name, loops, [self.tensor], list(self.readers), shape, False,
                                    scope=self.scope, cache_of=self.tensor)
         state.tensor_shapes[name] = shape

@@ -21,7 +21,8 @@ from __future__ import annotations
 import math
 
 from flexsched.schedule import (MAX_VECTOR_LANES, CacheRead, CacheWrite, ComputeAt, Deinterleave, Fuse, Layout,
-                                Parallel, Reorder, Schedule, Split, Unroll, Vectorize, cache_stage_name)
+                                Parallel, Reorder, Schedule, Split, Unroll, Vectorize, cache_stage_name,
+                                copy_axis_name)
 
 from .budget import grow_caps
 from .knobs import GUARD_SLACK_PERCENT, ChoiceKnob
@@ -281,7 +282,7 @@ def _converting_copy(copy, position, width, rank, extent):
     a time. (A searched best of YOLO C12 with its weights so packed per chunk of output channels ran at
     1.03 of oneDNN on AVX-512 and 0.98 with AVX2 code, against 0.95 and 0.88 converted whole ahead of
     the convolution: experiments/points/c12{,_avx2}_weight_panels.json.)"""
-    loops = [f"{copy}.ax{dim}" for dim in range(rank)]
+    loops = [copy_axis_name(copy, dim) for dim in range(rank)]
     block = f"{loops[position]}.1"
     order = [f"{name}.0" if dim == position else name for dim, name in enumerate(loops)] + [block]
     return [Layout(copy, position, width), Split(copy, loops[position], (extent // width, width)),
