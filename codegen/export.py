@@ -23,6 +23,7 @@ from pathlib import Path
 
 import llvmlite.binding as llvm
 
+from codegen.cpu_backend import create_machine
 from codegen.kept_scratch import RELEASE_SCRATCH
 
 _C_TYPES = {"float32": "float", "float64": "double", "int32": "int32_t", "int64": "int64_t"}
@@ -121,9 +122,8 @@ def _object_code(kernel, name):
     for symbol in [symbol for symbol, _ in kernel.compiled.segments] + [RELEASE_SCRATCH]:
         text = re.sub(rf"@{symbol}\b", f"@{name}_{symbol}", text)
     module = llvm.parse_assembly(text)
-    target = llvm.Target.from_default_triple()
     cpu, features = kernel.compiled.code.host   # the CPU the kernel was compiled for
-    machine = target.create_target_machine(cpu=cpu, features=features, opt=3, reloc="pic", codemodel="default")
+    machine = create_machine(cpu, features, reloc="pic", codemodel="default")
     return machine.emit_object(module)
 
 

@@ -6,7 +6,9 @@ import re
 import numpy as np
 import pytest
 
-from codegen.cpu_backend import CompiledFunc, cannot_run_here
+from analysis import analyze
+from codegen import x86_asm
+from codegen.cpu_backend import CompiledFunc, cannot_run_here, scheduling_cpu
 from codegen.evaluators import MeasureEvaluator
 from codegen.ir import CodegenError
 from codegen.kernel import build
@@ -15,6 +17,8 @@ from flexsched.evaluation import ExplorationError
 from flexsched.registry import get_task
 from flexsched.schedule import Schedule
 from flexsched.target import LLVM_TARGET_VARIABLE, get_target
+from space.config import Config
+from space.generate import generate
 
 HOST_CPU, HOST_FEATURES = cpus.host()
 OTHER_CPU = "skylake" if HOST_CPU != "skylake" else "znver4"
@@ -103,3 +107,38 @@ def test_forcing_avx512_on_this_host_is_refused(monkeypatch):
     with MeasureEvaluator("llvm") as evaluator:
         with pytest.raises(ExplorationError, match=re.escape(f"cannot measure on {target.name}:")):
             evaluator.check(TASK)
+
+
+@pytest.mark.parametrize("cpu, features, scheduled_as", [
+    ("znver5", HOST_FEATURES if HOST_CPU == "znver5" else "+avx2,+avx512f", "x86-64-v4"),
+    ("znver4", "+avx2,+avx512f,-avx512f", "znver4"),
+    ("emeraldrapids", "+avx2,+avx512f", "emeraldrapids"),
+    ("skylake", "+avx2", "skylake"),
+])
+def test_zen_4_and_5_avx512_code_is_scheduled_by_the_generic_x86_64_v4_model(cpu, features, scheduled_as):
+    assert scheduling_cpu(cpu, features) == scheduled_as
+
+
+def hottest_block(assembly):
+    """(multiply-adds, stack references) of the basic block with the most multiply-adds."""
+    blocks = [[function.instructions[index] for index in function.block_instructions(block)]
+              for function in x86_asm.parse(assembly).values() for block in range(len(function.blocks))]
+    block = max(blocks, key=lambda instructions: sum(i.mnemonic.startswith("vfmadd") for i in instructions))
+    return (sum(i.mnemonic.startswith("vfmadd") for i in block),
+            sum(any("(%rsp)" in operand for operand in i.operands) for i in block))
+
+
+def test_a_large_unrolled_tile_built_for_zen_5_keeps_its_operands_in_registers():
+    # A 1 x 1 convolution's 8 x 32 register tile with its reduction unrolled 32 steps: scheduled by
+    # LLVM's Zen 5 model, its loads were hoisted until 278 of its instructions touched the stack.
+    task = get_task("C2D", 1, 512, 28, 28, 256, 1, 1, 0, 1)
+    target = get_target("llvm -mcpu=znver5")
+    space = generate(analyze(task), target)
+    chosen = {"pad.split.c": (512, 1), "pad.split.hw": (28, 28), "pad.fuse": 2, "pad.attach": "at",
+              "O.split.k": (2, 1, 16, 8), "O.split.hw": (1, 25, 1, 32), "O.split.rc": (16, 16, 2), "O.order": 3,
+              "O.accumulate": "registers", "O.vector": "hw", "O.block.pad": "none", "O.fuse": 1, "O.unroll": 512,
+              "O.pack.pad": "none", "O.pack.W": "S0"}
+    config = Config(tuple((knob.name, chosen[knob.name]) for knob in space.knobs))
+    multiply_adds, stack_references = hottest_block(build(task, space.schedule(space.point(config)), target).assembly())
+    assert multiply_adds == 8 * 2 * 32   # rows x vectors a row x reduce steps, all in one block
+    assert stack_references == 0
