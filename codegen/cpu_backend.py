@@ -70,8 +70,8 @@ def machine_of(target=None):
 # LLVM's AMD Zen 4 and 5 scheduling model (znver4, znver5) has the pre-register-allocation scheduler hoist
 # a large unrolled tile's loads ahead of its multiply-adds until they spill: a 1 x 1 convolution's 8 x 32
 # register tile, its reduction unrolled 32 steps, kept 278 stack references in its hot block and ran at
-# 0.70 of oneDNN, against none and 0.93 with the generic x86-64-v4 model (same instructions, Zen 5). Their
-# AVX-512 code is scheduled by that model. AVX2 code keeps the CPU's own: with 16 registers the generic
+# 0.67-0.71 of oneDNN, against none and 0.86-0.94 with the generic x86-64-v4 model (same instructions, on
+# Zen 5; searched bests within 4% either way). Their AVX-512 code is scheduled by that model. AVX2 code keeps the CPU's own: with 16 registers the generic
 # x86-64-v3 model spilled a 12-accumulator tile that Zen's schedules in registers.
 _GENERICALLY_SCHEDULED = ("znver4", "znver5")
 

@@ -1,9 +1,10 @@
 """Each schedule of points files built twice, scheduled by the host CPU's own LLVM model and as shipped
 (codegen.cpu_backend.scheduling_cpu), then timed side by side with PyTorch on the same buffers.
 
-Run:  .venv/bin/python experiments/scheduling_model.py experiments/points/c7_zen_spilled_tile.json \
-          --out experiments/results/scheduling_model_c7_zen5_avx512.json
-      .venv/bin/python experiments/scheduling_model.py --bests experiments/results/cpu_benchmark_q200_zen5_avx512.json
+Run:  .venv/bin/python experiments/scheduling_model.py experiments/points/{gmm,c3,c9,c11}_zen5_run_bests.json \
+          experiments/points/c7_zen_spilled_tile.json --out experiments/results/scheduling_model_zen5_avx512.json
+      .venv/bin/python experiments/scheduling_model.py --bests experiments/results/cpu_benchmark_q200_zen5_avx512.json \
+          --out experiments/results/scheduling_model_bests_zen5_avx512.json
 
 A points file is cpu_points.py's; --bests takes every case's best schedule from a cpu_benchmark.py results file.
 
