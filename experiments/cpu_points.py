@@ -31,6 +31,14 @@ from flexsched.schedule import Schedule
 from cpu_benchmark import cases, cpu_description
 
 
+def case_with_torch(name):
+    """(task, its flops, inputs, reference outputs, the PyTorch call checked on them) of a benchmark case."""
+    task = cases()[name]
+    inputs = task.random_inputs(seed=1)
+    reference = task.evaluate(*inputs)
+    return task, analyze(task).flops, inputs, reference, checked_library(task, "llvm", inputs, reference)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("points", help="JSON: {\"case\": NAME, \"schedules\": {label: [step, ...]}}")
@@ -39,11 +47,7 @@ def main():
     args = parser.parse_args()
     torch.set_num_threads(len(os.sched_getaffinity(0)))
     spec = json.loads(Path(args.points).read_text())
-    task = cases()[spec["case"]]
-    flops = analyze(task).flops
-    inputs = task.random_inputs(seed=1)
-    reference = task.evaluate(*inputs)
-    library = checked_library(task, "llvm", inputs, reference)
+    task, flops, inputs, reference, library = case_with_torch(spec["case"])
     contestants, wrong = [library], {}
     for label, steps in spec["schedules"].items():
         kernel = build(task, Schedule.from_json(json.dumps(steps)))

@@ -25,16 +25,15 @@ os.environ["FLEXSCHED_KERNEL_CACHE"] = "off"   # the two builds of a schedule sh
 
 import torch  # noqa: E402
 
-from analysis import analyze  # noqa: E402
 from codegen import cpu_backend  # noqa: E402
 from codegen.kernel import build  # noqa: E402
 from codegen.measure import compare_outputs  # noqa: E402
 from explore.finalists import kernel_timed  # noqa: E402
 from explore.side_by_side import time_side_by_side  # noqa: E402
-from flexsched.library import checked_library  # noqa: E402
 from flexsched.schedule import Schedule  # noqa: E402
 
-from cpu_benchmark import cases, cpu_description  # noqa: E402
+from cpu_benchmark import cpu_description  # noqa: E402
+from cpu_points import case_with_torch  # noqa: E402
 from hot_loop import hottest_block  # noqa: E402
 
 SHIPPED = cpu_backend.scheduling_cpu
@@ -72,11 +71,7 @@ def main():
         specs += [{"case": row["case"], "schedules": {"searched best": row["best_schedule"]}}
                   for row in json.loads(Path(args.bests).read_text()) if row.get("best_schedule")]
     for spec in specs:
-        task = cases()[spec["case"]]
-        flops = analyze(task).flops
-        inputs = task.random_inputs(seed=1)
-        reference = task.evaluate(*inputs)
-        library = checked_library(task, "llvm", inputs, reference)
+        task, flops, inputs, reference, library = case_with_torch(spec["case"])
         contestants, hot = [library], {}
         for label, steps in spec["schedules"].items():
             shared = None
