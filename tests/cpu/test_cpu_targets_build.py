@@ -2,12 +2,13 @@
 
 import json
 import re
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from analysis import analyze
-from codegen import x86_asm
 from codegen.cpu_backend import CompiledFunc, cannot_run_here, scheduling_cpu
 from codegen.evaluators import MeasureEvaluator
 from codegen.ir import CodegenError
@@ -19,6 +20,9 @@ from flexsched.schedule import Schedule
 from flexsched.target import LLVM_TARGET_VARIABLE, get_target
 from space.config import Config
 from space.generate import generate
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "experiments"))
+from hot_loop import hottest_block  # noqa: E402
 
 HOST_CPU, HOST_FEATURES = cpus.host()
 OTHER_CPU = "skylake" if HOST_CPU != "skylake" else "znver4"
@@ -119,15 +123,6 @@ def test_zen_4_and_5_avx512_code_is_scheduled_by_the_generic_x86_64_v4_model(cpu
     assert scheduling_cpu(cpu, features) == scheduled_as
 
 
-def hottest_block(assembly):
-    """(multiply-adds, stack references) of the basic block with the most multiply-adds."""
-    blocks = [[function.instructions[index] for index in function.block_instructions(block)]
-              for function in x86_asm.parse(assembly).values() for block in range(len(function.blocks))]
-    block = max(blocks, key=lambda instructions: sum(i.mnemonic.startswith("vfmadd") for i in instructions))
-    return (sum(i.mnemonic.startswith("vfmadd") for i in block),
-            sum(any("(%rsp)" in operand for operand in i.operands) for i in block))
-
-
 def test_a_large_unrolled_tile_built_for_zen_5_keeps_its_operands_in_registers():
     # A 1 x 1 convolution's 8 x 32 register tile with its reduction unrolled 32 steps: scheduled by
     # LLVM's Zen 5 model, its loads were hoisted until 278 of its instructions touched the stack.
@@ -139,6 +134,6 @@ def test_a_large_unrolled_tile_built_for_zen_5_keeps_its_operands_in_registers()
               "O.accumulate": "registers", "O.vector": "hw", "O.block.pad": "none", "O.fuse": 1, "O.unroll": 512,
               "O.pack.pad": "none", "O.pack.W": "S0"}
     config = Config(tuple((knob.name, chosen[knob.name]) for knob in space.knobs))
-    multiply_adds, stack_references = hottest_block(build(task, space.schedule(space.point(config)), target).assembly())
-    assert multiply_adds == 8 * 2 * 32   # rows x vectors a row x reduce steps, all in one block
-    assert stack_references == 0
+    block = hottest_block(build(task, space.schedule(space.point(config)), target).assembly())
+    assert block["multiply_adds"] == 8 * 2 * 32   # rows x vectors a row x reduce steps, all in one block
+    assert block["stack_references"] == 0
