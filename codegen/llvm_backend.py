@@ -57,6 +57,16 @@ _INDEX_TYPES = ("int32", "int64")
 _NO_WRAP = ("nsw",)        # a loop counter stays below its end: it never wraps
 
 
+def _within_single_loops(stmt):
+    """(the statement inside any one-iteration loops around it, their variables): a copy made by the
+    schedule keeps such loops (a 1 x 1 weight's r and s), where a transposed copy's two loops must meet."""
+    single = []
+    while isinstance(stmt, For) and stmt.extent == 1 and stmt.kind in ("serial", "unrolled"):
+        single.append(stmt.var)
+        stmt = stmt.body
+    return stmt, single
+
+
 def _transposed(builder, rows):
     """The columns of N vectors of N lanes (N a power of two): log2(N) rounds of interleaving row k
     with row k + N/2, low halves then high halves, transpose the square."""
@@ -476,7 +486,15 @@ class _FunctionEmitter:
         if tile is None:
             return False
         width, source_along_outer = tile
-        inner = loop.body
+        inner, single = _within_single_loops(loop.body)
+        with contextlib.ExitStack() as stack:
+            for var in single:   # a one-iteration loop between the two indexes 0
+                stack.enter_context(self._bound(var, _int64(0)))
+            self._transposed_tiles(loop, inner, width, source_along_outer)
+        return True
+
+    def _transposed_tiles(self, loop, inner, width, source_along_outer):
+        """The tiles of _transposed_copy, then the outer iterations past the last whole one."""
         store = inner.body
         source, source_indices = store.value.tensor, access_indices(store.value)
         target, target_indices = store.buffer, access_indices(store)
@@ -511,19 +529,18 @@ class _FunctionEmitter:
                 emit(_int64(tile_index * width))
             for step in range(tiles * width, loop.extent):
                 with self._bound(loop.var, _int64(step)):
-                    self.stmt(loop.body)
-            return True
+                    self.stmt(inner)
+            return
         self._counted_loop(f"{loop.var.name}.tile", _int64(0), _int64(tiles),
                            lambda counter: emit(self.builder.mul(counter, _int64(width), flags=_NO_WRAP)))
         if loop.extent % width:
-            self._serial_loop(loop.var, _int64(tiles * width), _int64(loop.extent), loop.body)
-        return True
+            self._serial_loop(loop.var, _int64(tiles * width), _int64(loop.extent), inner)
 
     def _transpose_tile(self, loop):
         """(N, whether the source is contiguous along the outer loop) of the square tiles a loop's
         copy nest transposes by (N a power of two of at least 4 lanes, at most a register, dividing
         the inner loop), or None where it is no such copy."""
-        inner = loop.body
+        inner, _ = _within_single_loops(loop.body)
         if self.vector is not None or self.lane_guard is not None or loop.kind not in ("serial", "unrolled"):
             return None
         if not (isinstance(inner, For) and inner.kind == "vectorized" and isinstance(inner.body, Store)):

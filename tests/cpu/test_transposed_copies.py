@@ -2,6 +2,8 @@
 tiles through registers: both sides are read and written a whole vector at a time, and outer
 iterations past the last tile run lane by lane."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -64,3 +66,25 @@ def test_a_register_tile_vectorised_along_the_channels_is_copied_out_through_tra
     np.testing.assert_allclose(out, task.evaluate(*inputs)[0], rtol=1e-4, atol=1e-4)
     text = kernel.compiled.unoptimized_ir
     assert "store <4 x float>" in text and "extractelement" not in text
+
+
+def test_a_weight_panel_copied_with_one_iteration_loops_between_its_two_is_shuffled():
+    """A 1 x 1 weight's packed panel, blocked by 8 output channels, keeps its r and s loops (one
+    iteration each) between the channel loop that reads the source contiguously and the vectorised
+    block: the copy still moves square tiles through registers, not a lane at a time."""
+    task = get_task("C2D", 1, 16, 4, 4, 32, 1, 1, 0)
+    steps = [{"kind": "cache_read", "tensor": "W", "scope": "local", "readers": ["O"]},
+             {"kind": "split", "node": "O", "loop": "k", "factors": [2, 16]},
+             {"kind": "reorder", "node": "O", "order": ["b", "k.0", "k.1", "hw"]},
+             {"kind": "compute_at", "node": "W.local", "consumer": "O", "loop": "k.0"},
+             {"kind": "layout", "tensor": "W.local", "dim": 0, "block": 8, "interface": False},
+             {"kind": "split", "node": "W.local", "loop": "W.local.ax0", "factors": [4, 8]},
+             {"kind": "reorder", "node": "W.local",
+              "order": ["W.local.ax0.0", "W.local.ax1", "W.local.ax2", "W.local.ax3", "W.local.ax0.1"]},
+             {"kind": "vectorize", "node": "W.local", "loop": "W.local.ax0.1"}]
+    kernel = build(task, Schedule.from_json(json.dumps(steps)))
+    inputs = task.random_inputs(seed=3)
+    (out,) = kernel.run(*inputs)
+    np.testing.assert_allclose(out, task.evaluate(*inputs)[0], rtol=1e-4, atol=1e-4)
+    text = kernel.compiled.unoptimized_ir
+    assert "shufflevector" in text and "insertelement" not in text and "extractelement" not in text
