@@ -475,7 +475,8 @@ class _FunctionEmitter:
     def _transposed_copy(self, loop):
         """Emit a copy nest that transposes, as tiles through registers; False where it is none.
 
-        The nest is a serial or unrolled loop around a vectorized one whose body copies an element,
+        The nest is a serial or unrolled loop around a vectorized one (through any one-iteration
+        loops between them, _within_single_loops) whose body copies an element,
         one side contiguous along the outer loop and the other along the inner one: a layout
         conversion (codegen.layout), or a register tile vectorised along another axis than the
         output's contiguous one, copied out. Lane by lane, each vector would be gathered from (or

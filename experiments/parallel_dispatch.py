@@ -4,7 +4,7 @@ out chunks under the GIL, side by side.
 
 Run:  .venv/bin/python experiments/parallel_dispatch.py \
           experiments/results/cpu_benchmark_q200_zen5_generic_schedule_run2_avx512.json \
-          --cases GMM C3 C5 C7 C9 C11 --out experiments/results/parallel_dispatch_zen5_avx512.json
+          --out experiments/results/parallel_dispatch_zen5_avx512.json     (--cases C3 C11 ...: only those)
 
 The Python pool is the one the native pool replaced: a ThreadPoolExecutor whose helpers sleep
 between calls and take chunk numbers from an itertools.count, calling each chunk through ctypes.
