@@ -67,6 +67,20 @@ def _within_single_loops(stmt):
     return stmt, single
 
 
+def _serial_nest(loop):
+    """(the perfect nest of serial loops from `loop` down, the statement inside it, the variables of
+    the one-iteration loops met on the way): a 3 x 3 weight's copy runs c, r and s around its
+    vectorised loop, one run of memory that a transposed copy may take as a single loop."""
+    nest, single = [loop], []
+    stmt, skipped = _within_single_loops(loop.body)
+    single += skipped
+    while isinstance(stmt, For) and stmt.kind == "serial" and loop.kind == "serial":
+        nest.append(stmt)
+        stmt, skipped = _within_single_loops(stmt.body)
+        single += skipped
+    return nest, stmt, single
+
+
 def _transposed(builder, rows):
     """The columns of N vectors of N lanes (N a power of two): log2(N) rounds of interleaving row k
     with row k + N/2, low halves then high halves, transpose the square."""
@@ -479,32 +493,45 @@ class _FunctionEmitter:
         loops between them, _within_single_loops) whose body copies an element,
         one side contiguous along the outer loop and the other along the inner one: a layout
         conversion (codegen.layout), or a register tile vectorised along another axis than the
-        output's contiguous one, copied out. Lane by lane, each vector would be gathered from (or
-        scattered to) as many cache lines as it has lanes; instead an N x N tile is loaded as N
-        vectors along the source's contiguous loop, transposed by shuffles and stored as N vectors
-        along the target's. Outer iterations past the last whole tile run as before."""
+        output's contiguous one, copied out. The outer loop may be a perfect nest of serial loops
+        that walk one run of memory on both sides (_serial_nest, _copy_run). Lane by lane, each
+        vector would be gathered from (or scattered to) as many cache lines as it has lanes; instead
+        an N x N tile is loaded as N vectors along the source's contiguous loop, transposed by
+        shuffles and stored as N vectors along the target's. Outer iterations past the last whole
+        tile run as before."""
         tile = self._transpose_tile(loop)
         if tile is None:
             return False
-        width, source_along_outer = tile
-        inner, single = _within_single_loops(loop.body)
+        nest, inner, single, width, source_along_outer = tile
         with contextlib.ExitStack() as stack:
             for var in single:   # a one-iteration loop between the two indexes 0
                 stack.enter_context(self._bound(var, _int64(0)))
-            self._transposed_tiles(loop, inner, width, source_along_outer)
+            self._transposed_tiles(nest, inner, width, source_along_outer)
         return True
 
-    def _transposed_tiles(self, loop, inner, width, source_along_outer):
+    def _transposed_tiles(self, nest, inner, width, source_along_outer):
         """The tiles of _transposed_copy, then the outer iterations past the last whole one."""
+        loop = nest[0]
         store = inner.body
         source, source_indices = store.value.tensor, access_indices(store.value)
         target, target_indices = store.buffer, access_indices(store)
-        tiles = loop.extent // width
+        extent = int(np.prod([outer.extent for outer in nest], dtype=np.int64))
+        tiles = extent // width
         element = _llvm_type(target.dtype)
+        steps_of = {buffer: self._copy_run(buffer, indices, nest)
+                    for buffer, indices in ((source, source_indices), (target, target_indices))}
 
         def element_at(buffer, indices, outer, inner_value):
-            with self._bound(loop.var, outer), self._bound(inner.var, inner_value):
-                flat = self._flat_index(buffer, indices)
+            if len(nest) == 1:
+                with self._bound(loop.var, outer), self._bound(inner.var, inner_value):
+                    flat = self._flat_index(buffer, indices)
+            else:   # the run's start, then `outer` of its steps along it
+                with contextlib.ExitStack() as stack:
+                    for var in [outer_loop.var for outer_loop in nest] + [inner.var]:
+                        stack.enter_context(self._bound(var, inner_value if var is inner.var else _int64(0)))
+                    flat = self._flat_index(buffer, indices)
+                flat = self.builder.add(flat, self.builder.mul(outer, _int64(steps_of[buffer]), flags=_NO_WRAP),
+                                        flags=_NO_WRAP)
             return self._address(buffer, self._pointer_of(buffer), flat)
 
         def corner(base, column, outer_step, inner_step):
@@ -534,16 +561,28 @@ class _FunctionEmitter:
             return
         self._counted_loop(f"{loop.var.name}.tile", _int64(0), _int64(tiles),
                            lambda counter: emit(self.builder.mul(counter, _int64(width), flags=_NO_WRAP)))
-        if loop.extent % width:
+        if extent % width:   # a nest of one loop (_transpose_tile)
             self._serial_loop(loop.var, _int64(tiles * width), _int64(loop.extent), inner)
 
+    def _copy_run(self, buffer, indices, nest):
+        """Elements between a buffer's accesses at neighbouring steps of a nest's innermost loop, where
+        each loop of the nest steps as far as a whole run of the loop inside it (so the nest walks one
+        run of memory); None where it does not."""
+        strides = [flat_stride(buffer, indices, outer.var, self.shapes.get(buffer)) for outer in nest]
+        if None in strides:
+            return None
+        if any(strides[i] != strides[i + 1] * nest[i + 1].extent for i in range(len(nest) - 1)):
+            return None
+        return strides[-1]
+
     def _transpose_tile(self, loop):
-        """(N, whether the source is contiguous along the outer loop) of the square tiles a loop's
-        copy nest transposes by (N a power of two of at least 4 lanes, at most a register, dividing
-        the inner loop), or None where it is no such copy."""
-        inner, _ = _within_single_loops(loop.body)
+        """(the loops taken as the outer one, the vectorized loop, the one-iteration loops between,
+        N, whether the source is contiguous along the outer loops) of the square tiles a loop's copy nest transposes by (N a power of two
+        of at least 4 lanes, at most a register, dividing the inner loop), or None where it is no
+        such copy."""
         if self.vector is not None or self.lane_guard is not None or loop.kind not in ("serial", "unrolled"):
             return None
+        nest, inner, single = _serial_nest(loop)
         if not (isinstance(inner, For) and inner.kind == "vectorized" and isinstance(inner.body, Store)):
             return None
         store = inner.body
@@ -553,9 +592,8 @@ class _FunctionEmitter:
         strides = {}
         for name, buffer, indices in (("source", load.tensor, access_indices(load)),
                                       ("target", store.buffer, access_indices(store))):
-            shape = self.shapes.get(buffer)
-            strides[name] = (flat_stride(buffer, indices, loop.var, shape),
-                             flat_stride(buffer, indices, inner.var, shape))
+            strides[name] = (self._copy_run(buffer, indices, nest),
+                             flat_stride(buffer, indices, inner.var, self.shapes.get(buffer)))
         if None in strides["source"] + strides["target"]:
             return None
         # The source contiguous along one loop, the target along the other, and neither along both.
@@ -566,10 +604,11 @@ class _FunctionEmitter:
             source_along_outer = False
         else:
             return None
+        extent = int(np.prod([outer.extent for outer in nest], dtype=np.int64))
         width = self.mb.register_lanes
-        while width >= 4 and (inner.extent % width or loop.extent < width):
+        while width >= 4 and (inner.extent % width or extent < width or (len(nest) > 1 and extent % width)):
             width //= 2
-        return (width, source_along_outer) if width >= 4 else None
+        return (nest, inner, single, width, source_along_outer) if width >= 4 else None
 
     def _unrolled(self, loop):
         fenced = self._reads_to_fence(loop) if loop.extent > 1 else None

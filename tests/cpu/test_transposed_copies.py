@@ -88,3 +88,37 @@ def test_a_weight_panel_copied_with_one_iteration_loops_between_its_two_is_shuff
     np.testing.assert_allclose(out, task.evaluate(*inputs)[0], rtol=1e-4, atol=1e-4)
     text = kernel.compiled.unoptimized_ir
     assert "shufflevector" in text and "insertelement" not in text and "extractelement" not in text
+
+
+def _three_by_three_panel_kernel(channels, copy_order):
+    """A 3 x 3 convolution whose weight panel, blocked by 8 output channels, is copied with its c, r
+    and s loops in `copy_order` around the vectorised block."""
+    task = get_task("C2D", 1, channels, 6, 6, 32, 3, 1, 1)
+    axes = {"c": "W.local.ax1", "r": "W.local.ax2", "s": "W.local.ax3"}
+    steps = [{"kind": "cache_read", "tensor": "W", "scope": "local", "readers": ["O"]},
+             {"kind": "split", "node": "O", "loop": "k", "factors": [2, 16]},
+             {"kind": "reorder", "node": "O", "order": ["b", "k.0", "k.1", "h", "w"]},
+             {"kind": "compute_at", "node": "W.local", "consumer": "O", "loop": "k.0"},
+             {"kind": "layout", "tensor": "W.local", "dim": 0, "block": 8, "interface": False},
+             {"kind": "split", "node": "W.local", "loop": "W.local.ax0", "factors": [4, 8]},
+             {"kind": "reorder", "node": "W.local",
+              "order": ["W.local.ax0.0"] + [axes[axis] for axis in copy_order] + ["W.local.ax0.1"]},
+             {"kind": "vectorize", "node": "W.local", "loop": "W.local.ax0.1"}]
+    return task, build(task, Schedule.from_json(json.dumps(steps)))
+
+
+@pytest.mark.parametrize("channels, copy_order", [(8, "crs"), (8, "rcs"), (8, "csr"), (3, "crs")])
+def test_three_by_three_weight_panels_match_the_reference_in_any_copy_order(channels, copy_order):
+    task, kernel = _three_by_three_panel_kernel(channels, copy_order)
+    inputs = task.random_inputs(seed=3)
+    (out,) = kernel.run(*inputs)
+    np.testing.assert_allclose(out, task.evaluate(*inputs)[0], rtol=1e-4, atol=1e-4)
+
+
+def test_a_three_by_three_weight_panel_copied_along_its_whole_rows_is_shuffled():
+    """The c, r and s loops of a 3 x 3 weight's panel walk one run of the source (72 floats a channel
+    here) while the vectorised block walks the output channels: taken as one loop of 72 steps the copy
+    moves square tiles through registers, though s alone (3 steps) is shorter than a vector."""
+    _, kernel = _three_by_three_panel_kernel(8, "crs")
+    text = kernel.compiled.unoptimized_ir
+    assert "shufflevector" in text and "insertelement" not in text and "extractelement" not in text
