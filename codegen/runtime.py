@@ -8,8 +8,15 @@ machines one core can run at half speed for seconds, and a static split would wa
 
 Between calls a helper spins on the call counter for SPIN_CYCLES before it sleeps, as OpenMP's
 threads do: a thread woken from sleep starts tens of microseconds late, a tenth of a 0.5 ms
-kernel (a YOLO 1 x 1 layer's). A call that finds the pool busy with another thread's call runs
+kernel (a YOLO 1 x 1 layer's). It spins only while calls come closer together than that: where
+something else runs between them (a PyTorch operator, whose own threads spin too), the spin would
+catch no call and only take a core from that work. A call that finds the pool busy with another thread's call runs
 its chunks on its own thread, so a call always finishes and never waits for another.
+
+Where the process has GNU OpenMP loaded (PyTorch brings it), calls run their chunks on an OpenMP
+team instead of the helpers, the same threads PyTorch's operators use: two pools spinning on the
+same cores slow each other's calls, as they would inside a model that mixes the two. A forked
+child keeps the helpers, since an OpenMP runtime inherited through fork may hang.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import ctypes
 import functools
 import os
 import threading
+import time
 
 import llvmlite.binding as llvm
 
@@ -28,9 +36,17 @@ CHUNKS_PER_THREAD = 4
 # call before it sleeps: long enough to catch back-to-back calls, short enough not to hold a core
 # from the work a process does between them.
 SPIN_CYCLES = 2_000_000
+# Helpers spin after a call only when it came this soon after the one before (about SPIN_CYCLES).
+SPIN_GAP_SECONDS = 0.5e-3
+
+# Whether calls use the process's GNU OpenMP threads when it has them (False: always the helpers).
+SHARE_OPENMP = True
+# How often a process without OpenMP loaded looks again (PyTorch may be imported later).
+OPENMP_RECHECK_SECONDS = 1.0
 
 _pool = None
 _pool_lock = threading.Lock()
+_openmp = {"parallel": None, "checked": float("-inf"), "inherited": False}
 
 # The shared state of a call: int64 words.
 GENERATION, TICKET, COMPLETED, CHUNKS, EXTENT, FUNCTION, BUFFERS = range(7)
@@ -103,6 +119,14 @@ done:
   ret void
 }}
 
+define void @team_chunks(ptr %call) {{
+  %s = load ptr, ptr %call, align 8
+  %gen_at = getelementptr i64, ptr %call, i64 1
+  %gen = load i64, ptr %gen_at, align 8
+  call void @run_chunks(ptr %s, i64 %gen)
+  ret void
+}}
+
 define i64 @wait_generation(ptr %s, i64 %seen, i64 %cycles) {{
 entry:
   %start = call i64 @llvm.readcyclecounter()
@@ -169,6 +193,7 @@ class _Native:
         self.run_chunks = ctypes.CFUNCTYPE(None, state, word)(address("run_chunks"))
         self.wait_generation = ctypes.CFUNCTYPE(word, state, word, word)(address("wait_generation"))
         self.wait_completed = ctypes.CFUNCTYPE(None, state, word)(address("wait_completed"))
+        self.team_chunks = address("team_chunks")   # run_chunks for an OpenMP team: (state, generation) in one block
 
 
 @functools.cache
@@ -203,6 +228,8 @@ class ThreadPool:
         self._state = (ctypes.c_int64 * 8)()
         self._address = ctypes.addressof(self._state)
         self._generation = 0
+        self._spin_cycles = 0            # how long helpers watch for the next call after this one
+        self._last_end = float("-inf")
         self._busy = threading.Lock()
         # The calling thread runs chunks itself, so it needs one helper fewer.
         self._wakes = [threading.Event() for _ in range(threads - 1)]
@@ -218,29 +245,68 @@ class ThreadPool:
                 kernel(begin, end, buffers_address)
             return
         try:
+            self._spin_cycles = SPIN_CYCLES if time.perf_counter() - self._last_end < SPIN_GAP_SECONDS else 0
             state = self._state
             state[COMPLETED], state[CHUNKS], state[EXTENT] = 0, parts, extent
             state[FUNCTION], state[BUFFERS] = ctypes.cast(kernel, ctypes.c_void_p).value, buffers_address
             self._generation += 1
             self._native.publish(self._address, self._generation)
-            for wake in self._wakes:
-                wake.set()
-            self._native.run_chunks(self._address, self._generation)
+            team = _openmp_parallel()
+            if team is not None:
+                call = (ctypes.c_int64 * 2)(self._address, self._generation)
+                team(self._native.team_chunks, ctypes.addressof(call), self.threads, 0)
+            else:
+                for wake in self._wakes:
+                    wake.set()
+                self._native.run_chunks(self._address, self._generation)
+            # A helper still spinning from an earlier call may hold a chunk past the team's return.
             self._native.wait_completed(self._address, parts)
         finally:
+            self._last_end = time.perf_counter()
             self._busy.release()
 
     def _help(self, wake):
-        """A helper's life: watch for a call, run its chunks, spin for the next; sleep when none comes."""
+        """A helper's life: watch for a call, run its chunks, spin for the next (where calls come back
+        to back); sleep when none comes."""
         seen = 0
         while True:
-            generation = self._native.wait_generation(self._address, seen, SPIN_CYCLES)
+            generation = self._native.wait_generation(self._address, seen, self._spin_cycles)
             if generation == seen:
                 wake.wait()
                 wake.clear()
                 continue
             seen = generation
             self._native.run_chunks(self._address, generation)
+
+
+def _openmp_parallel():
+    """GNU OpenMP's GOMP_parallel(function, data, threads, flags) where this process loaded libgomp
+    itself, else None."""
+    if not SHARE_OPENMP:
+        return None
+    if _openmp["parallel"] is not None or _openmp["inherited"]:
+        return _openmp["parallel"]
+    now = time.monotonic()
+    if now - _openmp["checked"] < OPENMP_RECHECK_SECONDS:
+        return None
+    _openmp["checked"] = now
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = {line.split()[-1] for line in maps if "libgomp" in line.rsplit("/", 1)[-1]}
+    except OSError:   # not Linux
+        return None
+    for path in sorted(paths):
+        try:   # RTLD_NOLOAD: only the copy already in the process, whose threads PyTorch uses
+            library = ctypes.CDLL(path, mode=os.RTLD_NOLOAD)
+        except OSError:
+            continue
+        parallel = getattr(library, "GOMP_parallel", None)
+        if parallel is not None:
+            parallel.argtypes = (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint, ctypes.c_uint)
+            parallel.restype = None
+            _openmp["parallel"] = parallel
+            break
+    return _openmp["parallel"]
 
 
 def default_pool():
@@ -256,6 +322,7 @@ def _forget_pool_in_child():
     """A forked child has none of its parent's helper threads: it makes its own pool when it needs one."""
     global _pool, _pool_lock
     _pool, _pool_lock = None, threading.Lock()
+    _openmp.update(parallel=None, inherited=True)
 
 
 os.register_at_fork(after_in_child=_forget_pool_in_child)

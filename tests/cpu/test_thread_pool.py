@@ -1,10 +1,13 @@
 """The thread pool that runs parallel segments: every iteration exactly once on every call, with
-any number of helpers, after a fork, and the same chunks as split_range."""
+any number of helpers or on the process's OpenMP team, after a fork, and the same chunks as
+split_range; helpers spin only while calls come close together."""
 
 import multiprocessing
+import time
 
 import numpy as np
 import pytest
+import torch
 
 from codegen import cpu_backend, runtime
 from codegen.ir import Buffer, For, PrimFunc, Store, loop_var
@@ -74,3 +77,71 @@ def test_the_native_chunks_are_split_ranges():
         seen.clear()
         pool.run(kernel, extent, 0)
         assert sorted(seen) == runtime.split_range(extent, 2 * runtime.CHUNKS_PER_THREAD)
+
+
+def _openmp_team():
+    """GOMP_parallel of the OpenMP runtime PyTorch loaded, after a PyTorch operator started its threads."""
+    torch.set_num_threads(2)
+    torch.ones(64, 64) @ torch.ones(64, 64)
+    runtime._openmp["checked"] = float("-inf")   # look now, not a second after the last look
+    team = runtime._openmp_parallel()
+    if team is None:
+        pytest.skip("needs GNU OpenMP in the process (PyTorch's Linux builds bring it)")
+    return team
+
+
+@pytest.mark.parametrize("threads", [1, 2, 5])
+def test_on_the_openmp_team_every_chunk_runs_once(threads, monkeypatch):
+    _openmp_team()
+    pool = runtime.ThreadPool(threads)
+    monkeypatch.setattr(runtime, "default_pool", lambda: pool)
+    kernel = counting_kernel(37)
+    out = np.zeros(37, "float32")
+    for _ in range(CALLS):
+        kernel(out)
+        torch.ones(8, 8) @ torch.ones(8, 8)   # PyTorch's calls between ours, on the same threads
+    np.testing.assert_array_equal(out, np.full(37, CALLS, "float32"))
+
+
+def test_the_openmp_team_runs_the_native_chunks():
+    _openmp_team()
+    seen = []
+    pool = runtime.ThreadPool(2)
+    kernel = cpu_backend._SEGMENT_PROTOTYPE(lambda begin, end, buffers: seen.append((begin, end)))
+    pool.run(kernel, 100, 0)
+    assert sorted(seen) == runtime.split_range(100, 2 * runtime.CHUNKS_PER_THREAD)
+
+
+def test_a_child_forked_after_openmp_ran_uses_the_helpers():
+    """An OpenMP runtime inherited through fork may hang in the child's first parallel region: the
+    child's calls go to its own helpers."""
+    _openmp_team()
+    counting_kernel(64)(np.zeros(64, "float32"))   # the parent's calls ran on the OpenMP team
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_count_in_child_without_openmp, args=(queue,))
+    child.start()
+    result = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    assert result == [[20.0] * 64, None]
+
+
+def _count_in_child_without_openmp(queue):
+    kernel = counting_kernel(64)
+    out = np.zeros(64, "float32")
+    for _ in range(20):
+        kernel(out)
+    queue.put([out.tolist(), runtime._openmp_parallel()])
+
+
+def test_helpers_spin_only_after_calls_that_came_close_together(monkeypatch):
+    monkeypatch.setattr(runtime, "SHARE_OPENMP", False)
+    pool = runtime.ThreadPool(2)
+    kernel = cpu_backend._SEGMENT_PROTOTYPE(lambda begin, end, buffers: None)
+    pool.run(kernel, 8, 0)
+    time.sleep(2 * runtime.SPIN_GAP_SECONDS)
+    pool.run(kernel, 8, 0)   # long after the last: the helpers would catch nothing by spinning
+    assert pool._spin_cycles == 0
+    pool.run(kernel, 8, 0)   # right after
+    assert pool._spin_cycles == runtime.SPIN_CYCLES
