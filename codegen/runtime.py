@@ -10,8 +10,9 @@ Between calls a helper spins on the call counter for SPIN_CYCLES before it sleep
 threads do: a thread woken from sleep starts tens of microseconds late, a tenth of a 0.5 ms
 kernel (a YOLO 1 x 1 layer's). It spins only while calls come closer together than that: where
 something else runs between them (a PyTorch operator, whose own threads spin too), the spin would
-catch no call and only take a core from that work. A call that finds the pool busy with another thread's call runs
-its chunks on its own thread, so a call always finishes and never waits for another.
+catch no call and only take a core from that work. A call that finds the pool busy with another
+thread's call runs its chunks on its own thread, so a call always finishes and never waits for
+another.
 
 Where the process has GNU OpenMP loaded (PyTorch brings it), calls run their chunks on an OpenMP
 team instead of the helpers, the same threads PyTorch's operators use: two pools spinning on the
@@ -193,7 +194,8 @@ class _Native:
         self.run_chunks = ctypes.CFUNCTYPE(None, state, word)(address("run_chunks"))
         self.wait_generation = ctypes.CFUNCTYPE(word, state, word, word)(address("wait_generation"))
         self.wait_completed = ctypes.CFUNCTYPE(None, state, word)(address("wait_completed"))
-        self.team_chunks = address("team_chunks")   # run_chunks for an OpenMP team: (state, generation) in one block
+        # run_chunks for an OpenMP team, which passes one pointer: to (state, generation).
+        self.team_chunks = address("team_chunks")
 
 
 @functools.cache

@@ -33,7 +33,8 @@ from flexsched.target import get_target
 from cpu_benchmark import cases, cpu_description
 
 # (runtime.SHARE_OPENMP, runtime.SPIN_GAP_SECONDS) of each way.
-POLICIES = {"helpers, always spin": (False, math.inf), "helpers, spin on close calls": (False, runtime.SPIN_GAP_SECONDS),
+POLICIES = {"helpers, always spin": (False, math.inf),
+            "helpers, spin on close calls": (False, runtime.SPIN_GAP_SECONDS),
             "OpenMP team": (True, runtime.SPIN_GAP_SECONDS)}
 CALLS_PER_ROUND = 100
 

@@ -38,50 +38,8 @@ def test_every_iteration_runs_once_on_every_call(extent):
     np.testing.assert_array_equal(out[:extent], np.full(extent, CALLS, "float32"))
 
 
-@pytest.mark.parametrize("threads", [1, 2, 5])
-def test_a_pool_of_any_size_runs_every_chunk_once(threads, monkeypatch):
-    pool = runtime.ThreadPool(threads)
-    monkeypatch.setattr(runtime, "default_pool", lambda: pool)
-    kernel = counting_kernel(37)
-    out = np.zeros(37, "float32")
-    for _ in range(CALLS):
-        kernel(out)
-    np.testing.assert_array_equal(out, np.full(37, CALLS, "float32"))
-
-
-def _count_in_child(queue):
-    kernel = counting_kernel(64)
-    out = np.zeros(64, "float32")
-    for _ in range(20):
-        kernel(out)
-    queue.put(out.tolist())
-
-
-def test_a_forked_child_runs_parallel_kernels():
-    runtime.default_pool()   # the parent's helpers exist, and do not survive the fork
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
-    child = context.Process(target=_count_in_child, args=(queue,))
-    child.start()
-    result = queue.get(timeout=60)
-    child.join(timeout=60)
-    assert child.exitcode == 0
-    assert result == [20.0] * 64
-
-
-def test_the_native_chunks_are_split_ranges():
-    seen = []
-    pool = runtime.ThreadPool(2)   # a caller and a helper, through the native chunk loop
-    kernel = cpu_backend._SEGMENT_PROTOTYPE(lambda begin, end, buffers: seen.append((begin, end)))
-    for extent in (10, 3, 100):
-        seen.clear()
-        pool.run(kernel, extent, 0)
-        assert sorted(seen) == runtime.split_range(extent, 2 * runtime.CHUNKS_PER_THREAD)
-
-
 def _openmp_team():
-    """GOMP_parallel of the OpenMP runtime PyTorch loaded, after a PyTorch operator started its threads."""
-    torch.set_num_threads(2)
+    """GOMP_parallel of the OpenMP runtime PyTorch loaded, after a PyTorch operator ran."""
     torch.ones(64, 64) @ torch.ones(64, 64)
     runtime._openmp["checked"] = float("-inf")   # look now, not a second after the last look
     team = runtime._openmp_parallel()
@@ -90,17 +48,59 @@ def _openmp_team():
     return team
 
 
+@pytest.mark.parametrize("on_openmp", [False, True])
 @pytest.mark.parametrize("threads", [1, 2, 5])
-def test_on_the_openmp_team_every_chunk_runs_once(threads, monkeypatch):
-    _openmp_team()
+def test_a_pool_of_any_size_runs_every_chunk_once(threads, on_openmp, monkeypatch):
+    """On its helpers, or on the process's OpenMP team with PyTorch's calls between ours."""
+    if on_openmp:
+        _openmp_team()
+    monkeypatch.setattr(runtime, "SHARE_OPENMP", on_openmp)
     pool = runtime.ThreadPool(threads)
     monkeypatch.setattr(runtime, "default_pool", lambda: pool)
     kernel = counting_kernel(37)
     out = np.zeros(37, "float32")
     for _ in range(CALLS):
         kernel(out)
-        torch.ones(8, 8) @ torch.ones(8, 8)   # PyTorch's calls between ours, on the same threads
+        if on_openmp:
+            torch.ones(8, 8) @ torch.ones(8, 8)   # on the same threads as ours
     np.testing.assert_array_equal(out, np.full(37, CALLS, "float32"))
+
+
+def _count_in_child(queue):
+    """(the counts of 20 calls, the OpenMP entry the child would use), from a forked child."""
+    kernel = counting_kernel(64)
+    out = np.zeros(64, "float32")
+    for _ in range(20):
+        kernel(out)
+    queue.put([out.tolist(), runtime._openmp_parallel()])
+
+
+def _forked_child_counts():
+    """What _count_in_child found in a child forked now, once it exited cleanly."""
+    context = multiprocessing.get_context("fork")
+    queue = context.Queue()
+    child = context.Process(target=_count_in_child, args=(queue,))
+    child.start()
+    result = queue.get(timeout=60)
+    child.join(timeout=60)
+    assert child.exitcode == 0
+    return result
+
+
+def test_a_forked_child_runs_parallel_kernels():
+    runtime.default_pool()   # the parent's helpers exist, and do not survive the fork
+    assert _forked_child_counts()[0] == [20.0] * 64
+
+
+def test_the_native_chunks_are_split_ranges(monkeypatch):
+    monkeypatch.setattr(runtime, "SHARE_OPENMP", False)
+    seen = []
+    pool = runtime.ThreadPool(2)   # a caller and a helper, through the native chunk loop
+    kernel = cpu_backend._SEGMENT_PROTOTYPE(lambda begin, end, buffers: seen.append((begin, end)))
+    for extent in (10, 3, 100):
+        seen.clear()
+        pool.run(kernel, extent, 0)
+        assert sorted(seen) == runtime.split_range(extent, 2 * runtime.CHUNKS_PER_THREAD)
 
 
 def test_the_openmp_team_runs_the_native_chunks():
@@ -117,22 +117,7 @@ def test_a_child_forked_after_openmp_ran_uses_the_helpers():
     child's calls go to its own helpers."""
     _openmp_team()
     counting_kernel(64)(np.zeros(64, "float32"))   # the parent's calls ran on the OpenMP team
-    context = multiprocessing.get_context("fork")
-    queue = context.Queue()
-    child = context.Process(target=_count_in_child_without_openmp, args=(queue,))
-    child.start()
-    result = queue.get(timeout=60)
-    child.join(timeout=60)
-    assert child.exitcode == 0
-    assert result == [[20.0] * 64, None]
-
-
-def _count_in_child_without_openmp(queue):
-    kernel = counting_kernel(64)
-    out = np.zeros(64, "float32")
-    for _ in range(20):
-        kernel(out)
-    queue.put([out.tolist(), runtime._openmp_parallel()])
+    assert _forked_child_counts() == [[20.0] * 64, None]
 
 
 def test_helpers_spin_only_after_calls_that_came_close_together(monkeypatch):
