@@ -74,7 +74,7 @@ def _serial_nest(loop):
     nest, single = [loop], []
     stmt, skipped = _within_single_loops(loop.body)
     single += skipped
-    while isinstance(stmt, For) and stmt.kind == "serial" and loop.kind == "serial":
+    while loop.kind == "serial" and isinstance(stmt, For) and stmt.kind == "serial":
         nest.append(stmt)
         stmt, skipped = _within_single_loops(stmt.body)
         single += skipped
@@ -522,16 +522,14 @@ class _FunctionEmitter:
                     for buffer, indices in ((source, source_indices), (target, target_indices))}
 
         def element_at(buffer, indices, outer, inner_value):
-            if len(nest) == 1:
-                with self._bound(loop.var, outer), self._bound(inner.var, inner_value):
-                    flat = self._flat_index(buffer, indices)
-            else:   # the run's start, then `outer` of its steps along it
-                with contextlib.ExitStack() as stack:
-                    for var in [outer_loop.var for outer_loop in nest] + [inner.var]:
-                        stack.enter_context(self._bound(var, inner_value if var is inner.var else _int64(0)))
-                    flat = self._flat_index(buffer, indices)
-                flat = self.builder.add(flat, self.builder.mul(outer, _int64(steps_of[buffer]), flags=_NO_WRAP),
-                                        flags=_NO_WRAP)
+            # The run's start, then `outer` of its steps along it (one loop's steps where the nest is one).
+            with contextlib.ExitStack() as stack:
+                for outer_loop in nest:
+                    stack.enter_context(self._bound(outer_loop.var, _int64(0)))
+                stack.enter_context(self._bound(inner.var, inner_value))
+                flat = self._flat_index(buffer, indices)
+            flat = self.builder.add(flat, self.builder.mul(outer, _int64(steps_of[buffer]), flags=_NO_WRAP),
+                                    flags=_NO_WRAP)
             return self._address(buffer, self._pointer_of(buffer), flat)
 
         def corner(base, column, outer_step, inner_step):
