@@ -28,6 +28,7 @@ import numpy as np
 
 from codegen.ir import Allocate, Barrier, CodegenError, For, IfThenElse, LOOP_KINDS, Seq, Store, walk_stmts
 from codegen.kept_scratch import KeptScratch
+from codegen.register_pressure import shared_load_registers
 from codegen.vectorize import (MAX_VECTOR_LANES, access_indices, check_indices, flat_stride, mentions, padded_lanes,
                                row_pitch, stored_value, vectorize_blocker)
 from flexsched import affine, dtypes
@@ -631,23 +632,34 @@ class _FunctionEmitter:
                 and self._reads_to_fence(loop) is not None)
 
     def _reads_to_fence(self, loop):
-        """The buffers read by a reduction's unrolled steps into a register tile of more accumulators
-        than half the vector registers, or None where the loop is no such thing. LLVM merges the loads
-        that recur from one step to the next (a 3 x 3 convolution reads most inputs again at the next
-        filter column) and keeps them live: with 12 accumulators of 16 registers a small convolution's
-        tile spilled 71 vectors (YOLO C4's and GMM's 12-accumulator tiles, whose steps LLVM did not
-        merge so, ran as fast fenced as not). Smaller tiles are left alone: the merged loads fit
-        beside them, and fenced, an 8-accumulator C6 tile ran 4-7% slower."""
+        """The buffers read by a reduction's unrolled steps into a register tile that the loads they
+        share would spill, or None where the loop is no such thing. LLVM merges the loads that recur
+        from one step to the next (a 3 x 3 convolution reads most inputs again at the next filter
+        column) and keeps them live. A tile of more accumulators than half the vector registers is
+        fenced: with 12 accumulators of 16 registers a small convolution's tile spilled 71 vectors
+        (YOLO C4's and GMM's 12-accumulator tiles, whose steps LLVM did not merge so, ran as fast
+        fenced as not). So are the schedule's unrolled steps whose shared loads, merged, would not
+        fit beside the accumulators (codegen.register_pressure): YOLO C1's 16-accumulator tiles over
+        2 x 8 and 4 x 4 pixels (AVX-512, stride 2: 24-28 shared columns) spilled 34-39 vectors.
+        Other tiles are left alone: the merged loads fit beside them, and fenced, an 8-accumulator
+        C6 tile ran 4-7% slower."""
         stores = [stmt for stmt in walk_stmts(loop.body) if isinstance(stmt, Store)]
         if not stores or not all(isinstance(self.pointers.get(store.buffer), ir.AllocaInstr)
                                  and not any(self._mentions(index, loop.var) for index in access_indices(store))
                                  for store in stores):
             return None
         written = {store.buffer: None for store in stores}
-        if sum(map(self._registers_held, written)) <= self.mb.vector_registers // 2:
+        accumulators = sum(map(self._registers_held, written))
+        if accumulators <= self.mb.vector_registers // 2 and not (
+                loop.kind == "unrolled" and accumulators + self._once(self._shared_loads, loop, written)
+                > self.mb.vector_registers):
             return None
         read = {node.tensor: None for store in stores for node in walk(store.value) if isinstance(node, Load)}
         return [buffer for buffer in read if buffer not in written]
+
+    def _shared_loads(self, loop, written):
+        """The vector registers the loads that several of the loop's steps read would hold, merged."""
+        return shared_load_registers(loop, self.mb.register_lanes, skip=written)
 
     def _registers_held(self, buffer):
         """The vector registers a scratch buffer fills: its rows, each in whole registers."""

@@ -137,3 +137,23 @@ def test_a_large_unrolled_tile_built_for_zen_5_keeps_its_operands_in_registers()
     block = hottest_block(build(task, space.schedule(space.point(config)), target).assembly())
     assert block["multiply_adds"] == 8 * 2 * 32   # rows x vectors a row x reduce steps, all in one block
     assert block["stack_references"] == 0
+
+
+def test_a_stride_2_tile_of_half_the_avx512_registers_keeps_its_taps_apart_and_its_operands_in_registers():
+    # YOLO C1's kind of tile (7 x 7, stride 2): 2 rows x 8 columns by 16 channels, 16 accumulators of 32
+    # registers, its 7 filter taps unrolled. The taps share 34 input columns; merged, they spilled 85 of the
+    # loop's instructions to the stack. Fenced apart, each column is one embedded broadcast of its multiply-add.
+    task = get_task("C2D", 1, 3, 64, 64, 16, 7, 2, 3)
+    target = get_target("llvm -mcpu=znver5")   # built, not run: any x86 host
+    space = generate(analyze(task), target)
+    config = space.config(space.random_point(0)).to_dict()
+    # O.vector "k": the channels take w's innermost factor (16) and w takes k's (8).
+    config.update({"O.split.k": (4, 1, 1, 8), "O.split.h": (16, 1, 1, 2), "O.split.w": (2, 1, 1, 16),
+                   "O.split.rc": (3, 1, 1), "O.split.rh": (7, 1, 1), "O.split.rw": (1, 1, 7), "O.unroll": 512,
+                   "O.accumulate": "registers", "O.vector": "k", "O.block.pad": "none", "O.pack.pad": "none",
+                   "O.pack.W": "none", "pad.attach": "root"})
+    kernel = build(task, space.schedule(Config.from_dict(config)), target)
+    block = hottest_block(kernel.assembly())
+    assert block["multiply_adds"] == 2 * 8 * 7   # rows x columns x taps, one vector each, in one block
+    assert block["stack_references"] == 0
+    assert kernel.llvm_ir.count('asm sideeffect ""') == 7 - 1

@@ -203,6 +203,32 @@ def test_a_reductions_unrolled_steps_into_a_tile_of_over_half_the_registers_are_
     assert fences[2, "registers"] > 0 and fences[1, "registers"] == 0 and fences[2, "memory"] == 0
 
 
+@pytest.mark.parametrize("taps, stride, fenced", [(7, 2, True), (3, 1, False)])
+def test_unrolled_filter_taps_whose_shared_inputs_would_not_fit_beside_the_tile_are_fenced(taps, stride, fenced):
+    """Eight AVX2 accumulators (4 pixels by 2 vectors of channels, half the 16 registers) over a filter
+    row unrolled tap by tap. At stride 2 over 7 taps, 9 of the input columns are read at two taps or
+    more: merged, 8 + 9 values outgrow the registers (unfenced, the loop spilled 8 vectors), so the
+    taps are fenced and the multiply-add loop keeps everything in registers. At stride 1 over 3 taps,
+    4 columns are shared, which fit: no fence."""
+    target = get_target("llvm -mattr=-avx512f")   # 8 lanes and 16 registers, on an AVX2 or AVX-512 host
+    task = get_task("C2D", 1, 3, 16 * stride, 16 * stride, 16, taps, stride, taps // 2)
+    space = generate(analyze(task), target)
+    config = space.config(space.random_point(0)).to_dict()
+    # O.vector "k": the channels take w's innermost factor (16) and w takes k's (4).
+    config.update({"O.split.k": (4, 1, 1, 4), "O.split.h": (16, 1, 1, 1), "O.split.w": (1, 1, 1, 16),
+                   "O.split.rc": (3, 1, 1), "O.split.rh": (taps, 1, 1), "O.split.rw": (1, 1, taps), "O.unroll": 128,
+                   "O.accumulate": "registers", "O.vector": "k", "O.block.pad": "none", "O.pack.pad": "none",
+                   "O.pack.W": "none", "pad.attach": "root"})
+    kernel = build(task, space.schedule(Config.from_dict(config)), target)
+    inputs = task.random_inputs(0)
+    np.testing.assert_allclose(kernel.run(*inputs)[0], task.evaluate(*inputs)[0], rtol=1e-4, atol=1e-4)
+    assert kernel.llvm_ir.count('asm sideeffect ""') == (taps - 1 if fenced else 0)
+    blocks = re.split(r"\n(?=\.LBB)", kernel.compiled.asm())
+    loop = max(blocks, key=lambda block: block.count("vfmadd"))
+    assert loop.count("vfmadd") >= 8 * taps
+    assert not re.findall(r"%ymm\d+, -?\d*\(%rsp\)|\(%rsp\), %ymm", loop)
+
+
 def test_a_blocked_interface_shows_in_the_signature_and_the_c_header(tmp_path):
     from codegen.export import header_text
     from flexsched.schedule import Layout, Schedule
