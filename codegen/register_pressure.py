@@ -5,11 +5,17 @@ reads most of its input columns again at the next filter tap) and keeps the valu
 from the first step that needs it to the last. Beside a register tile's accumulators, those values
 can outgrow the register file and spill the tile; this counts them, from the loop IR alone, so the
 back end can keep the steps apart where they would.
+
+Each load's indices are split once into the unrolled loops' terms (coefficients), the vectorised
+loop's (its lanes), and the rest (the same at every step, kept as printed); the steps are then
+enumerated by arithmetic alone, since the back end asks this of every unrolled loop it emits.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+import itertools
+from collections import defaultdict
+from dataclasses import dataclass
 
 from flexsched import affine
 from flexsched.expr import IterVar, Load, format_expr, walk
@@ -17,92 +23,124 @@ from flexsched.expr import IterVar, Load, format_expr, walk
 from .ir import Allocate, For, IfThenElse, Seq, Store
 from .vectorize import access_indices
 
-# Inner unrolled steps enumerated per step of the loop, at most: a register tile's points times its
-# innermost reduction steps stay far below it; past it the count gives up (and says none are shared).
-MAX_ENUMERATED = 4096
+# Unrolled iterations enumerated per load over all the loop's steps, at most: a register tile's points
+# times its reduction steps stay far below it; past it the count gives up (and says none are shared).
+MAX_ENUMERATED = 1 << 14
+
+
+@dataclass(frozen=True)
+class _Site:
+    """A load as the unrolled loops around it see it: their names and extents, outermost first, the
+    vectorised loop's extent (or None), and per index (coefficient of each unrolled loop, coefficient of
+    the vectorised loop, what the other loops contribute, the constant, the terms that take the unrolled
+    loops under // or % as (scale, term))."""
+
+    load: Load
+    unrolled: tuple
+    vector_extent: int | None
+    indices: tuple
 
 
 def shared_load_registers(loop, register_lanes, skip=()):
     """The vector registers the distinct loads that two or more of `loop`'s steps read would fill,
     merged (a vector load of the vectorised loop's lanes fills its whole registers, any other one, a
-    broadcast); loads of the buffers in `skip` (the tile's own accumulators) are left out."""
-    per_step = []
-    for step in range(loop.extent):
-        keys = {}
-        if not _collect(loop.body, {loop.var.name: step}, None, keys, register_lanes, set(skip), [0]):
+    broadcast); loads of the buffers in `skip` (the tile's own accumulators) are left out, and so are
+    loads whose elements cannot be told apart from the indices (one mixing the vectorised loop or
+    the others with the unrolled ones under // or %)."""
+    sites = []
+    _collect(loop.body, ((loop.var.name, loop.extent),), None, set(skip), sites)
+    steps_reading, registers = defaultdict(int), {}   # per element: a bit per step that reads it
+    for site in sites:
+        keys = _site_keys(site, register_lanes)
+        if keys is None:   # too many unrolled iterations to enumerate: say nothing is shared
             return 0
-        per_step.append(keys)
-    steps_reading = Counter(key for keys in per_step for key in keys)
-    registers = {key: count for keys in per_step for key, count in keys.items()}
-    return sum(registers[key] for key, steps in steps_reading.items() if steps > 1)
+        for step, key, count in keys:
+            steps_reading[key] |= 1 << step
+            registers[key] = count
+    return sum(registers[key] for key, steps in steps_reading.items() if steps & (steps - 1))
 
 
-def _collect(stmt, bound, vector, keys, register_lanes, skip, enumerated):
-    """Add {load key: registers} of stmt's loads with the unrolled loops' variables `bound` to values;
-    `vector` is (name, extent) of the vectorised loop around stmt. False when there are too many steps."""
+def _collect(stmt, unrolled, vector, skip, sites):
+    """Append a _Site for each comparable load under stmt, inside the unrolled loops `unrolled`
+    ((name, extent), outermost first) and the vectorised loop `vector` ((name, extent) or None)."""
     if isinstance(stmt, Seq):
-        return all(_collect(s, bound, vector, keys, register_lanes, skip, enumerated) for s in stmt.stmts)
-    if isinstance(stmt, Allocate):
-        return _collect(stmt.body, bound, vector, keys, register_lanes, skip, enumerated)
-    if isinstance(stmt, IfThenElse):
-        return all(_collect(body, bound, vector, keys, register_lanes, skip, enumerated)
-                   for body in (stmt.then_body, stmt.else_body) if body is not None)
-    if isinstance(stmt, For):
+        for part in stmt.stmts:
+            _collect(part, unrolled, vector, skip, sites)
+    elif isinstance(stmt, Allocate):
+        _collect(stmt.body, unrolled, vector, skip, sites)
+    elif isinstance(stmt, IfThenElse):
+        for body in (stmt.then_body, stmt.else_body):
+            if body is not None:
+                _collect(body, unrolled, vector, skip, sites)
+    elif isinstance(stmt, For):
         if stmt.kind == "vectorized":
-            return _collect(stmt.body, bound, (stmt.var.name, stmt.extent), keys, register_lanes, skip, enumerated)
-        if stmt.kind != "unrolled":   # a rolled loop's loads change every iteration: left symbolic
-            return _collect(stmt.body, bound, vector, keys, register_lanes, skip, enumerated)
-        for value in range(stmt.extent):
-            enumerated[0] += 1
-            if enumerated[0] > MAX_ENUMERATED or not _collect(
-                    stmt.body, {**bound, stmt.var.name: value}, vector, keys, register_lanes, skip, enumerated):
-                return False
-        return True
-    if isinstance(stmt, Store):
+            _collect(stmt.body, unrolled, (stmt.var.name, stmt.extent), skip, sites)
+        elif stmt.kind == "unrolled":
+            _collect(stmt.body, unrolled + ((stmt.var.name, stmt.extent),), vector, skip, sites)
+        else:   # a rolled loop's loads change every iteration: its variable stays symbolic
+            _collect(stmt.body, unrolled, vector, skip, sites)
+    elif isinstance(stmt, Store):
         for node in walk(stmt.value):
             if isinstance(node, Load) and node.tensor not in skip:
-                key, registers = _load_key(node, bound, vector, register_lanes)
-                if key is not None:
-                    keys[key] = registers
-    return True
+                site = _site(node, unrolled, vector)
+                if site is not None:
+                    sites.append(site)
 
 
-def _load_key(load, bound, vector, register_lanes):
-    """(the element(s) a load reads with `bound` substituted, as a hashable key; the registers it fills),
-    or (None, 0) where an index mixes the unrolled loops with others under // or % (such a load is
-    not compared across steps). Terms of no unrolled loop (a fused parallel loop's quotients) are
-    kept as printed: they are the same at every step."""
-    inner = set(bound) | ({vector[0]} if vector else set())
-    forms, vectorised = [], False
+def _site(load, unrolled, vector):
+    """A load's _Site, or None where its elements cannot be told apart from its indices."""
+    names = [name for name, _ in unrolled]
+    vector_name = vector[0] if vector else None
+    inner = set(names) | ({vector_name} if vector else set())
+    indices = []
     for index in access_indices(load):
         terms = affine.split_terms(index, inner)
         if terms is None:
-            return None, 0
-        inner_terms, outer_terms, offset = terms
-        lanes = 0
-        for scale, term in inner_terms:
-            if isinstance(term, IterVar) and term.name not in bound:   # the vectorised loop
-                lanes += scale
-                continue
-            value = _value(term, bound)
-            if value is None:
-                return None, 0
-            offset += scale * value
-        vectorised |= lanes != 0
-        forms.append((lanes, offset, tuple(sorted((scale, format_expr(term)) for scale, term in outer_terms))))
-    registers = -(-vector[1] // max(1, register_lanes)) if vectorised else 1
-    return (load.tensor, tuple(forms)), registers
-
-
-def _value(term, bound):
-    """An index term of the unrolled loops' variables, evaluated; None if it uses another loop."""
-    if isinstance(term, IterVar):
-        return bound.get(term.name)
-    form = affine.affine_form(term)
-    if form is not None:
-        coefficients, offset = form
-        if not set(coefficients) <= set(bound):
             return None
-        return offset + sum(coefficient * bound[name] for name, coefficient in coefficients.items())
-    span = affine.interval(term, {name: (value, value) for name, value in bound.items()})
-    return span[0] if span is not None and span[0] == span[1] else None
+        inner_terms, outer_terms, constant = terms
+        coefficients, lanes, nonlinear = dict.fromkeys(names, 0), 0, []
+        for scale, term in inner_terms:
+            form = affine.affine_form(term)
+            if form is None:
+                if any(isinstance(node, IterVar) and node.name == vector_name for node in walk(term)) \
+                        or affine.interval(term) is None:
+                    return None
+                nonlinear.append((scale, term))
+                continue
+            term_coefficients, offset = form
+            constant += scale * offset
+            for name, coefficient in term_coefficients.items():
+                if name == vector_name:
+                    lanes += scale * coefficient
+                else:
+                    coefficients[name] += scale * coefficient
+        outer = tuple(sorted((scale, format_expr(term)) for scale, term in outer_terms))
+        indices.append((tuple(coefficients[name] for name in names), lanes, outer, constant, tuple(nonlinear)))
+    return _Site(load, unrolled, vector[1] if vector else None, tuple(indices))
+
+
+def _site_keys(site, register_lanes):
+    """[(step of the outermost loop, element key, registers)] for every unrolled iteration of a site;
+    None where there are too many iterations to enumerate."""
+    names = [name for name, _ in site.unrolled]
+    extents = [extent for _, extent in site.unrolled]
+    total = 1
+    for extent in extents:
+        total *= extent
+    if total > MAX_ENUMERATED:
+        return None
+    vectorised = any(lanes for _, lanes, *_ in site.indices)
+    registers = -(-site.vector_extent // max(1, register_lanes)) if vectorised else 1
+    shape = tuple((lanes, outer) for _, lanes, outer, *_ in site.indices)
+    keys = []
+    for values in itertools.product(*(range(extent) for extent in extents)):
+        offsets = tuple(constant + sum(c * v for c, v in zip(coefficients, values))
+                        + sum(scale * _evaluated(term, names, values) for scale, term in nonlinear)
+                        for coefficients, _, _, constant, nonlinear in site.indices)
+        keys.append((values[0], (site.load.tensor, shape, offsets), registers))
+    return keys
+
+
+def _evaluated(term, names, values):
+    """An index term of the unrolled loops alone (under // or %), at these values of theirs."""
+    return affine.interval(term, {name: (value, value) for name, value in zip(names, values)})[0]
