@@ -651,14 +651,16 @@ class _FunctionEmitter:
         written = {store.buffer: None for store in stores}
         accumulators = sum(map(self._registers_held, written))
         if accumulators <= self.mb.vector_registers // 2 and not (
-                loop.kind == "unrolled" and accumulators + self._once(self._shared_loads, loop, written)
+                loop.kind == "unrolled" and accumulators + self._once(self._shared_loads, loop)
                 > self.mb.vector_registers):
             return None
         read = {node.tensor: None for store in stores for node in walk(store.value) if isinstance(node, Load)}
         return [buffer for buffer in read if buffer not in written]
 
-    def _shared_loads(self, loop, written):
-        """The vector registers the loads that several of the loop's steps read would hold, merged."""
+    def _shared_loads(self, loop):
+        """The vector registers the loads that several of the loop's steps read would hold, merged; the
+        tile's own accumulators are not counted (they are held already)."""
+        written = {stmt.buffer for stmt in walk_stmts(loop.body) if isinstance(stmt, Store)}
         return shared_load_registers(loop, self.mb.register_lanes, skip=written)
 
     def _registers_held(self, buffer):
