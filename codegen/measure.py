@@ -26,7 +26,6 @@ import math
 import os
 import pickle
 import statistics
-import tempfile
 import time
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field, replace
@@ -37,6 +36,7 @@ from flexsched.errors import FlexschedError
 from flexsched.registry import Task
 from flexsched.target import Target, get_target
 
+from .reference_dir import ReferenceDir
 from .worker import Worker, WorkerFailure, describe_exception, load_function, one_line, side_by_side
 
 STATUSES = ("ok", "build_error", "runtime_error", "wrong_answer", "timeout", "crash")
@@ -226,7 +226,7 @@ class Measurer:
         self.builder = builder
         self._builders = [Worker(memory_limit_bytes, kinds, name=f"flexsched-build-{number}")
                           for number in range(int(builders))] if runner == DEFAULT_RUNNER and builders > 1 else []
-        self._reference_dir = None   # a TemporaryDirectory, made for the first reference
+        self._reference_dir = None   # a ReferenceDir, made for the first reference
         self._filed = set()          # reference files written by this Measurer's workers
 
     def __enter__(self):
@@ -312,7 +312,7 @@ class Measurer:
     def _settings_with_reference(self, measure_input):
         """The settings to send with this candidate, once its task's reference is on file."""
         if self._reference_dir is None:
-            self._reference_dir = tempfile.TemporaryDirectory(prefix="flexsched-references-")
+            self._reference_dir = ReferenceDir()
         settings = replace(self.settings, reference_dir=self._reference_dir.name)
         path = reference_file(settings, measure_input.task_ref_json)
         if path not in self._filed:

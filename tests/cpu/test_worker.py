@@ -43,8 +43,9 @@ if __name__ == "__main__":
 
 
 @pytest.mark.parametrize("started_by", ["main", "thread"])
-def test_a_worker_dies_with_a_parent_killed_mid_candidate(started_by):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, *sys.path]))
+def test_a_worker_dies_with_a_parent_killed_mid_candidate(started_by, tmp_path):
+    # The killed parent's reference folder lands in tmp_path, not in the machine's /tmp.
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([HERE, *sys.path]), TMPDIR=str(tmp_path))
     parent = subprocess.Popen([sys.executable, "-c", PARENT, started_by], stdout=subprocess.PIPE, text=True,
                               env=env)
     try:
