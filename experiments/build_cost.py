@@ -2,6 +2,9 @@
 
 Run:  .venv/bin/python experiments/build_cost.py --points 4 --out experiments/results/build_cost.json
 
+With --passes N, LLVM times its passes too (optimisation and code generation), and the N costliest
+are printed, each pass's runs over all the points summed.
+
 With --records F, each case's points are a search's own candidates instead, spread evenly over
 its records in F (the benchmark's --records file): where the search wandered decides its builds.
 
@@ -17,9 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 from pathlib import Path
 
+import llvmlite.binding as llvm
 import numpy as np
 
 from analysis import analyze
@@ -56,8 +61,11 @@ def main():
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--records", metavar="F",
                         help="take each case's points from its records in F, evenly spread, not at random")
+    parser.add_argument("--passes", type=int, default=0, metavar="N",
+                        help="also time LLVM's passes and print the N costliest, summed over the points")
     parser.add_argument("--out", help="write every point's figures to this JSON file")
     args = parser.parse_args()
+    llvm.set_time_passes(bool(args.passes))
     os.environ["FLEXSCHED_KERNEL_CACHE"] = "off"
     target = get_target("llvm")
     rng = np.random.default_rng(args.seed)
@@ -77,8 +85,28 @@ def main():
     phases = {phase: sum(row[phase] for row in rows) for phase in ("emit", "optimize", "machine_code")}
     print(f"all {len(rows)} points on {cpu_description()}: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items())
           + f", total {sum(phases.values()):.2f} s")
+    passes = pass_seconds(llvm.report_and_reset_timings()) if args.passes else {}
+    for name, seconds in sorted(passes.items(), key=lambda item: -item[1])[:args.passes]:
+        print(f"  {seconds:6.2f} s {seconds / sum(passes.values()):6.1%}  {name}")
     if args.out:
-        Path(args.out).write_text(json.dumps({"cpu": cpu_description(), "seed": args.seed, "points": rows}, indent=1))
+        Path(args.out).write_text(json.dumps({"cpu": cpu_description(), "seed": args.seed, "points": rows,
+                                              "pass_seconds": passes}, indent=1))
+
+
+def pass_seconds(report):
+    """{pass name: wall seconds} of LLVM's pass timing report, each pass's runs (on every function
+    and module, numbered '#2', '#3', ...) summed, the report's total left out."""
+    seconds = {}
+    for line in report.splitlines():
+        match = PASS_LINE.match(line)
+        if match and match["name"] != "Total":
+            name = re.sub(r" #\d+$", "", match["name"])
+            seconds[name] = seconds.get(name, 0.0) + float(match["wall"])
+    return seconds
+
+
+# A row of the report: user, system, user + system and wall seconds, each with its share, then the name.
+PASS_LINE = re.compile(r"^\s+(?:[\d.]+ \(\s*[\d.]+%\)\s+){3}(?P<wall>[\d.]+) \(\s*[\d.]+%\)\s+(?P<name>\S.*?)\s*$")
 
 
 if __name__ == "__main__":

@@ -42,3 +42,15 @@ def test_build_cost_takes_a_searchs_own_candidates_from_its_records(tmp_path):
     assert run.returncode == 0, run.stderr
     assert len(recorded) == 4
     assert [point["point"] for point in json.loads(out.read_text())["points"]] == [recorded[0], recorded[2]]
+
+
+def test_build_cost_names_llvms_costliest_passes(tmp_path):
+    out = tmp_path / "cost.json"
+    run = subprocess.run([sys.executable, str(EXPERIMENTS / "build_cost.py"), "--cases", "C9", "--points", "1",
+                          "--passes", "3", "--out", str(out)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    passes = json.loads(out.read_text())["pass_seconds"]
+    assert passes["InstCombinePass"] > 0 and "Total" not in passes
+    assert not any(name.endswith(("#2", "#3")) for name in passes)   # each pass's runs summed under its name
+    printed = [line for line in run.stdout.splitlines() if line.endswith(tuple(passes)) and "%" in line]
+    assert len(printed) == 3
