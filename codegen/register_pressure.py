@@ -14,6 +14,7 @@ enumerated by arithmetic alone, since the back end asks this of every unrolled l
 from __future__ import annotations
 
 import itertools
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 
@@ -124,10 +125,7 @@ def _site_keys(site, register_lanes):
     None where there are too many iterations to enumerate."""
     names = [name for name, _ in site.unrolled]
     extents = [extent for _, extent in site.unrolled]
-    total = 1
-    for extent in extents:
-        total *= extent
-    if total > MAX_ENUMERATED:
+    if math.prod(extents) > MAX_ENUMERATED:
         return None
     vectorised = any(lanes for _, lanes, *_ in site.indices)
     registers = -(-site.vector_extent // max(1, register_lanes)) if vectorised else 1

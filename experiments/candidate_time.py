@@ -14,6 +14,7 @@ one within a few percent gets all its paired repeats, one far slower its checked
 from __future__ import annotations
 
 import argparse
+import bisect
 import json
 import math
 from pathlib import Path
@@ -28,21 +29,25 @@ BUILD_PHASES = ("lower_seconds", "emit_seconds", "optimize_seconds", "machine_co
 
 
 def band_of(ratio):
-    """A label of the first band whose bound is above ratio, sorting as the bands do."""
-    index = next(index for index, bound in enumerate(BANDS) if ratio < bound or bound == math.inf)
+    """A label of the first band whose bound is above ratio (the last takes the rest), sorting as the bands do."""
+    index = bisect.bisect_right(BANDS[:-1], ratio)
     return f"{index} < {BANDS[index]:g}" if BANDS[index] < math.inf else f"{index} >= {BANDS[-2]:g}"
+
+
+def seconds_of(record):
+    """A record's measured seconds; infinite for a failed candidate."""
+    result = record.data["result"]
+    return result["seconds"] if result["status"] == "ok" else math.inf
 
 
 def case_report(records, cores):
     """{candidates, span, per band: count, build, check, timing, repeats} of one case's records."""
-    ok = [record for record in records if record.data["result"]["status"] == "ok"]
-    best = min(record.data["result"]["seconds"] for record in ok)
+    best = min(map(seconds_of, records))
     bands = {}
     for record in records:
         details = record.data["result"].get("details") or {}
-        seconds = record.data["result"]["seconds"] if record.data["result"]["status"] == "ok" else math.inf
-        band = bands.setdefault(band_of(seconds / best), {"count": 0, "build": 0.0, "check": 0.0, "timing": 0.0,
-                                                          "repeats": 0})
+        band = bands.setdefault(band_of(seconds_of(record) / best), {"count": 0, "build": 0.0, "check": 0.0,
+                                                                     "timing": 0.0, "repeats": 0})
         band["count"] += 1
         band["build"] += sum(details.get(phase, 0.0) for phase in BUILD_PHASES)
         band["check"] += details.get("check_seconds", 0.0)
