@@ -12,6 +12,10 @@ from .worker import batch_size_for, side_by_side
 
 # Searches time a candidate far slower than the best so far by its checked run alone (Measurer's slow_factor).
 DEFAULT_SLOW_FACTOR = 3.0
+# Untimed runs before a candidate's timed repeats, by device kind. A CPU kernel's checked run is as fast
+# as its later ones (YOLO C10 with AVX2 code, 16 kernels: first over later runs, each after a yardstick
+# repeat, median 0.998), so it is the first repeat; a GPU's first launch also loads its module.
+DEFAULT_WARMUP = {"cpu": 0}
 
 
 class MeasureEvaluator(Evaluator):
@@ -26,12 +30,14 @@ class MeasureEvaluator(Evaluator):
 
     name = "measure"
 
-    def __init__(self, target="llvm", timeout_s=60.0, warmup=1, repeats=3, min_run_seconds=0.01, seed=0,
+    def __init__(self, target="llvm", timeout_s=60.0, warmup=None, repeats=3, min_run_seconds=0.01, seed=0,
                  memory_limit_bytes=None, runner=None, slow_run_seconds=math.inf, reference_timeout_s=None,
                  slow_factor=DEFAULT_SLOW_FACTOR, builders=1, paired=True):
         from .measure import DEFAULT_REFERENCE_TIMEOUT_S, DEFAULT_RUNNER, Measurer
 
         self.target = get_target(target)
+        if warmup is None:
+            warmup = DEFAULT_WARMUP.get(self.target.kind, 1)
         # The worker starts on the first candidate, so creating an evaluator costs nothing.
         self._measurer = Measurer(timeout_s=timeout_s, warmup=warmup, repeats=repeats,
                                   min_run_seconds=min_run_seconds, seed=seed,

@@ -258,7 +258,7 @@ def main():
     rows = []
     out_path = Path(args.out)
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    settings = dict(timeout_s=args.timeout, warmup=1, repeats=3, min_run_seconds=args.min_run_seconds, slow_run_seconds=args.slow_run)
+    settings = dict(timeout_s=args.timeout, repeats=3, min_run_seconds=args.min_run_seconds, slow_run_seconds=args.slow_run)
     with CpuEvaluator(**settings) as evaluator:
         earlier = {name: (0.0, 0) for name in names}   # seconds and carried-over starts of the earlier passes
         for done, end in enumerate(args.passes[:-1], 1):

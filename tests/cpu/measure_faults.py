@@ -12,6 +12,7 @@ import time
 
 import numpy as np
 
+from codegen import measure
 from codegen.kernel import Kernel
 from codegen.measure import build_candidate, run_candidate, write_reference
 
@@ -70,6 +71,28 @@ def wrong_runner(measure_input, settings):
             output += 1.0
 
     Kernel.__call__ = perturbed_call
+    try:
+        return run_candidate(measure_input, settings)
+    finally:
+        Kernel.__call__ = original_call
+
+
+def slowed_runner(measure_input, settings):
+    """Make a candidate with a schedule 20 ms slower a run (the yardstick's runs unchanged), as a
+    far slower kernel would be, and append a line to the file $RUN_LOG for each of its runs."""
+    if measure_input.schedule_json == "[]":
+        return run_candidate(measure_input, settings)
+    original_call = Kernel.__call__
+    yardsticks = {id(yardstick.kernel) for yardstick in measure._yardsticks.values()}
+
+    def slowed_call(kernel, *arrays):
+        original_call(kernel, *arrays)
+        if id(kernel) not in yardsticks:
+            time.sleep(0.02)
+            with open(os.environ["RUN_LOG"], "a") as log:
+                log.write("run\n")
+
+    Kernel.__call__ = slowed_call
     try:
         return run_candidate(measure_input, settings)
     finally:

@@ -9,7 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
-from codegen.measure import COMPARE_CHUNK, RTOL, MeasureInput, MeasureResult, Measurer, ReferenceFailure, compare_array
+from codegen.measure import CLEARLY_SLOWER, COMPARE_CHUNK, RTOL, MeasureInput, MeasureResult, Measurer, ReferenceFailure, compare_array
 from flexsched.registry import get_task
 from flexsched.schedule import Parallel, Reorder, Schedule, Split
 
@@ -347,6 +347,20 @@ def test_a_paired_measurer_times_each_candidate_against_the_fastest_so_far():
         assert result.ok, result.error
     assert first.yardstick_seconds == 0.0           # the task's first candidate is timed alone
     assert second.yardstick_seconds > 0 and third.yardstick_seconds > 0
+
+
+@pytest.mark.parametrize("warmup, runs", [(0, 1), (1, 2)])
+def test_without_warm_up_a_clearly_slower_candidate_is_timed_by_its_checked_pair_alone(warmup, runs, tmp_path,
+                                                                                        monkeypatch):
+    log = tmp_path / "runs.txt"
+    monkeypatch.setenv("RUN_LOG", str(log))
+    with Measurer(timeout_s=60, paired=True, warmup=warmup, repeats=3, min_run_seconds=0.0,
+                  memory_limit_bytes=4 * 2**30, runner="measure_faults:slowed_runner") as paired:
+        fast, slow = paired.measure([naive(GOOD_TASK)])[0], paired.measure([split(GOOD_TASK)])[0]
+    assert fast.ok and slow.ok, (fast.error, slow.error)
+    assert slow.seconds > CLEARLY_SLOWER * fast.seconds and slow.yardstick_seconds > 0 and slow.repeats == 1
+    # Without warm-up the checked run, beside the yardstick's repeat, settled it; with one, a paired repeat did.
+    assert log.read_text().count("run") == runs
 
 
 def test_an_unpaired_measurer_times_each_candidate_alone(measurer):

@@ -6,7 +6,8 @@ import math
 
 import pytest
 
-from codegen.measure import CLEARLY_SLOWER, MeasureSettings, Yardstick, settle_yardstick, time_kernel
+from codegen.measure import (CLEARLY_SLOWER, MeasureSettings, Yardstick, checked_run_may_count, settle_yardstick,
+                             time_kernel)
 
 
 class ScriptedBackend:
@@ -62,9 +63,10 @@ def test_a_slow_candidate_is_timed_by_its_checked_run_alone():
 class ScriptedYardstick:
     """A yardstick whose repeats take scripted seconds (seconds: its time on the task's scale)."""
 
-    def __init__(self, per_repeat, seconds):
+    def __init__(self, per_repeat, seconds, number=1):
         self.per_repeat = list(per_repeat)
         self.seconds = seconds
+        self.number = number
         self.repeats = 0
 
     def time_repeat(self):
@@ -144,3 +146,52 @@ def test_a_candidate_slower_than_the_yardstick_is_not_timed_again():
     yardstick = ScriptedYardstick([0.002], seconds=0.003)
     per_run, crowned = settle_yardstick(ScriptedKernel([0.001]), [], 5, [0.0031] * 3, yardstick)
     assert crowned is None and per_run == [0.0031] * 3 and yardstick.repeats == 0
+
+
+def test_without_warm_up_a_checked_run_long_enough_is_the_first_repeat():
+    kernel = ScriptedKernel([0.03])
+    per_run, number = time_kernel(kernel, [], settings(warmup=0), first_run_seconds=0.05)
+    assert per_run == [0.05, 0.03, 0.03] and number == 1 and kernel.backend.calls == [1, 1]
+
+
+def test_without_warm_up_a_checked_run_too_short_for_a_repeat_is_still_a_warm_up():
+    kernel = ScriptedKernel([0.004])
+    per_run, number = time_kernel(kernel, [], settings(warmup=0), first_run_seconds=0.004)
+    assert per_run == [0.004] * 3 and number == 5 and kernel.backend.calls == [5, 5, 5]
+
+
+def test_without_warm_up_the_checked_run_is_paired_with_the_yardstick_repeat_before_it():
+    kernel = ScriptedKernel([0.040])
+    yardstick = ScriptedYardstick([0.050], seconds=0.030)   # every pair: 0.8 of the yardstick's repeat
+    per_run, number = time_kernel(kernel, [], settings(warmup=0), first_run_seconds=0.040, yardstick=yardstick,
+                                  against=0.050)
+    assert per_run == [pytest.approx(0.024)] * 3 and number == 1
+    assert yardstick.repeats == 2 and kernel.backend.calls == [1, 1]   # the checked pair was the first
+
+
+def test_a_checked_pair_clearly_slower_than_the_yardstick_ends_the_timing():
+    kernel = ScriptedKernel([0.001])
+    yardstick = ScriptedYardstick([0.020], seconds=0.020)
+    per_run, _ = time_kernel(kernel, [], settings(warmup=0), first_run_seconds=0.030, yardstick=yardstick,
+                             against=0.020)
+    assert per_run == [pytest.approx(0.030)] and yardstick.repeats == 0 and kernel.backend.calls == []
+
+
+def test_a_checked_run_without_its_yardstick_repeat_is_not_counted_when_paired():
+    kernel = ScriptedKernel([0.040])
+    yardstick = ScriptedYardstick([0.040], seconds=0.040)
+    per_run, _ = time_kernel(kernel, [], settings(warmup=0), first_run_seconds=0.040, yardstick=yardstick)
+    assert len(per_run) == 2 and yardstick.repeats == 2 and kernel.backend.calls == [1, 1]
+
+
+def test_a_slow_candidates_checked_pair_is_on_the_yardsticks_scale():
+    per_run, number = time_kernel(ScriptedKernel([1.0]), [], settings(warmup=0, slow_run_seconds=0.5),
+                                  first_run_seconds=0.6, yardstick=ScriptedYardstick([0.2], 0.1), against=0.2)
+    assert per_run == [pytest.approx(0.3)] and number == 1
+
+
+def test_the_checked_run_counts_only_without_warm_up_and_beside_a_one_run_yardstick_repeat():
+    assert checked_run_may_count(settings(warmup=0), None)
+    assert checked_run_may_count(settings(warmup=0), ScriptedYardstick([0.02], 0.02, number=1))
+    assert not checked_run_may_count(settings(warmup=0), ScriptedYardstick([0.002], 0.002, number=5))
+    assert not checked_run_may_count(settings(warmup=1), None)
