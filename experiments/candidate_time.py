@@ -17,6 +17,7 @@ import argparse
 import bisect
 import json
 import math
+import statistics
 from pathlib import Path
 
 from explore.records import load_records
@@ -57,7 +58,19 @@ def case_report(records, cores):
     span = max(elapsed) - min(elapsed)
     spent = sum(band["build"] / cores + band["check"] + band["timing"] for band in bands.values())
     return {"candidates": len(records), "span": span, "candidates_per_second": len(records) / span,
-            "remainder": span - spent, "bands": bands}
+            "remainder": span - spent, "runs_median": runs_median(records), "bands": bands}
+
+
+def runs_median(records):
+    """The median over the measured candidates of their check and timing seconds over their own
+    measured seconds: what the timing procedure costs in kernel runs, the yardstick's included, the
+    same in a fast or a slow phase of the core (0 without any)."""
+    runs = []
+    for record in records:
+        details = record.data["result"].get("details") or {}
+        if math.isfinite(seconds_of(record)) and seconds_of(record) > 0:
+            runs.append((details.get("check_seconds", 0.0) + details.get("timing_seconds", 0.0)) / seconds_of(record))
+    return statistics.median(runs) if runs else 0.0
 
 
 def main():
@@ -77,7 +90,8 @@ def main():
             continue
         row = report[name] = case_report(mine, cores)
         print(f"{name:4} {row['candidates']} candidates in {row['span']:.1f} s ({row['candidates_per_second']:.2f}/s); "
-              f"the search itself and waits {row['remainder']:.1f} s")
+              f"the search itself and waits {row['remainder']:.1f} s; check and timing {row['runs_median']:.2f} "
+              f"of a candidate's own run times (median)")
         for label, band in sorted(row["bands"].items()):
             print(f"     {label.split(' ', 1)[1]:>6} x the best: {band['count']:3d}, build {band['build']:5.1f} s "
                   f"(/{cores} cores {band['build'] / cores:5.1f}), check {band['check']:5.1f} s, "

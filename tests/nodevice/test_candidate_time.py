@@ -30,3 +30,9 @@ def test_candidates_are_summed_in_bands_of_their_time_over_the_best_and_the_rest
     assert report["span"] == 4.0 and report["candidates_per_second"] == 5 / 4.0
     spent = 5 * 0.4 / 2 + 5 * 0.05 + 4 * 0.1   # builds two at a time; every record but one timed 0.1 s
     assert report["remainder"] == pytest.approx(4.0 - spent)
+
+
+def test_the_timing_procedures_cost_is_counted_in_each_candidates_own_run_times():
+    records = [record(0.010, 1.0, check=0.02, timing=0.03), record(0.020, 2.0, check=0.02, timing=0.06),
+               record(0.050, 3.0, check=0.10, timing=0.0), record(float("inf"), 4.0, status="build_error")]
+    assert case_report(records, cores=2)["runs_median"] == pytest.approx(4.0)   # of 5, 4 and 2; the failure left out
