@@ -13,8 +13,8 @@ from .worker import batch_size_for, side_by_side
 # Searches time a candidate far slower than the best so far by its checked run alone (Measurer's slow_factor).
 DEFAULT_SLOW_FACTOR = 3.0
 # Untimed runs before a candidate's timed repeats, by device kind. A CPU kernel's checked run is as fast
-# as its later ones (YOLO C10 with AVX2 code, 16 kernels: first over later runs, each after a yardstick
-# repeat, median 0.998), so it is the first repeat; a GPU's first launch also loads its module.
+# as its later ones (YOLO C10 with AVX2 code, 8 kernels twice: first over later runs, each after a
+# yardstick repeat, median 0.998), so it is the first repeat; a GPU's first launch also loads its module.
 DEFAULT_WARMUP = {"cpu": 0}
 
 

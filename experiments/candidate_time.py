@@ -67,9 +67,9 @@ def runs_median(records):
     same in a fast or a slow phase of the core (0 without any)."""
     runs = []
     for record in records:
-        details = record.data["result"].get("details") or {}
-        if math.isfinite(seconds_of(record)) and seconds_of(record) > 0:
-            runs.append((details.get("check_seconds", 0.0) + details.get("timing_seconds", 0.0)) / seconds_of(record))
+        seconds, details = seconds_of(record), record.data["result"].get("details") or {}
+        if math.isfinite(seconds) and seconds > 0:
+            runs.append((details.get("check_seconds", 0.0) + details.get("timing_seconds", 0.0)) / seconds)
     return statistics.median(runs) if runs else 0.0
 
 
