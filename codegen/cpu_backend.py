@@ -417,7 +417,8 @@ def assembly(func: PrimFunc, opt_level=3, legalised=False, target=None) -> Assem
 def _no_cycle_collection():
     """Python's cycle collector paused inside: emitting a module allocates ~10^5 objects, and the
     collections they trigger scan the whole heap (a third of the emission time, measured on the
-    benchmark's 3 x 3 layers). The module's cycles are collected after, as any others."""
+    benchmark's 3 x 3 layers when each instruction was an llvmlite object). What is left is
+    collected after, as any other garbage."""
     enabled = gc.isenabled()
     gc.disable()
     try:
@@ -447,7 +448,7 @@ def _module_text(func, opt_level, legalised, machine):
         # its size is then extrapolated from the stores laid out so far.
         builder = ModuleBuilder(func, triple, layout, lanes, vector_registers=registers,
                                 instruction_limit=MAX_EMITTED_INSTRUCTIONS if copies > 1 else None)
-        # A module is written out as text only once kept: that takes a third as long as building it.
+        # A module is joined into one text only once kept.
         try:
             module = builder.build()
             instructions = builder.instructions()

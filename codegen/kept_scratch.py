@@ -21,7 +21,7 @@ and 211 on zeroed (AVX-512), and which it got depended on what the process had f
 
 from __future__ import annotations
 
-import llvmlite.ir as ir
+from codegen import llvm_text as ir
 
 # Buffers each allocation site keeps: more than the chunks that run at once on most hosts (one per
 # pool thread); a chunk that finds every slot empty allocates its own.
@@ -51,7 +51,6 @@ class KeptScratch:
         slots.linkage = "internal"
         slots.initializer = ir.Constant(slots.value_type, None)
         slots.align = 64
-        slots.type = _PTR    # llvmlite types a global's address as a typed pointer; the module's are opaque
         self.sites.append(slots)
         return slots, builder.call(self._take, [slots, ir.Constant(_I64, nbytes)], name=name)
 

@@ -1,5 +1,5 @@
-"""LLVM IR emission for the CPU back end: loop IR -> an LLVM module (llvmlite); codegen.cpu_backend
-compiles it for this host.
+"""LLVM IR emission for the CPU back end: loop IR -> an LLVM module (as text, codegen.llvm_text);
+codegen.cpu_backend compiles it for this host.
 
 Each top-level statement of a kernel is a segment, compiled to
 `void seg_k(i64 begin, i64 end, ptr buffers)`, where buffers holds one pointer per
@@ -21,12 +21,13 @@ padding that local buffers carry at the end of each row.
 from __future__ import annotations
 
 import contextlib
+import functools
 import numbers
 
-import llvmlite.ir as ir
 import numpy as np
 
 from codegen.ir import Allocate, Barrier, CodegenError, For, IfThenElse, LOOP_KINDS, Seq, Store, walk_stmts
+from codegen import llvm_text as ir
 from codegen.kept_scratch import KeptScratch
 from codegen.register_pressure import shared_load_registers
 from codegen.vectorize import (MAX_VECTOR_LANES, access_indices, check_indices, flat_stride, mentions, padded_lanes,
@@ -124,7 +125,9 @@ def _intrinsic_suffix(type_):
     return {"float": "f32", "double": "f64"}[str(type_)]
 
 
+@functools.lru_cache(maxsize=4096)
 def _int64(number):
+    """An i64 constant, one object per number: index arithmetic asks for the same few again and again."""
     return ir.Constant(_I64, number)
 
 
@@ -182,9 +185,8 @@ _MAX_VECTOR_CONSTANTS = 4096
 
 
 def _vector_constant(element, values):
-    """The constant vector of `values`, one object per process: llvmlite caches a value's text on
-    the object, and printing a module's lane masks and index vectors afresh at every use took a
-    third of its emission."""
+    """The constant vector of `values`, one object per process: a lane mask's or index vector's
+    text is written once, not at every use (printing them afresh once took a third of an emission)."""
     key = (str(element), repr(tuple(values)))   # repr tells -0.0 from 0.0
     constant = _VECTOR_CONSTANTS.get(key)
     if constant is None:
@@ -309,10 +311,7 @@ class ModuleBuilder:
 
     def rolled_loop_id(self):
         """A new loop ID (self-referencing, as LLVM wants it) that turns LLVM's unrolling off."""
-        disable = self.module.add_metadata([ir.MetaDataString(self.module, "llvm.loop.unroll.disable")])
-        loop_id = ir.values.MDValue(self.module, [disable], name=str(len(self.module.metadata)))
-        loop_id.operands = (loop_id, disable)
-        return loop_id
+        return self.module.loop_id(self.module.add_metadata(["llvm.loop.unroll.disable"]))
 
     def instructions(self):
         """Instructions in the module so far."""
@@ -717,7 +716,6 @@ class _FunctionEmitter:
         nbytes = size * _ITEM_SIZES[buffer.dtype]
         if nbytes <= MAX_STACK_BYTES:
             pointer = self.entry.alloca(ir.ArrayType(_llvm_type(buffer.dtype), size), name=buffer.name)
-            pointer.type = _PTR     # llvmlite gives allocas a typed pointer, which refuses vector stores
             pointer.align = SCRATCH_ALIGN
             self._zero(pointer, nbytes)
         else:

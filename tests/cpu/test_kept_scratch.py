@@ -115,8 +115,8 @@ def test_fresh_heap_scratch_is_zeroed_though_the_allocator_hands_back_dirty_memo
     import ctypes
 
     import llvmlite.binding as llvm
-    import llvmlite.ir as ir
 
+    from codegen import llvm_text as ir
     from codegen.llvm_backend import ModuleBuilder
 
     nbytes = 64 * 1024   # under glibc's mmap threshold: a freed block is handed out again
