@@ -11,13 +11,15 @@ its records in F (the benchmark's --records file): where the search wandered dec
 The same seed draws the same points from each case's CPU space, so two commits compare on equal
 terms (run one from a git worktree with PYTHONPATH set to it). Each point is lowered and compiled
 with the kernel cache off, and its unoptimised LLVM instructions (after the code-size budget) and
-seconds to emit the IR, optimise it and generate machine code are reported. A search's own
+seconds to emit the IR, optimise it and generate machine code are reported, with a digest of each
+case's object code (equal on two commits: they make the same machine code). A search's own
 candidates/s also depends on where it wanders; this does not.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -40,12 +42,13 @@ DEFAULT_CASES = ["GMM"] + [f"C{number}" for number in range(1, 16)]
 
 
 def build_cost(task, schedule, target):
-    """{instructions, emit, optimize, machine_code} of one schedule, built from scratch (the
-    kernel cache off)."""
+    """{instructions, emit, optimize, machine_code, object_sha1} of one schedule, built from scratch
+    (the kernel cache off); the object code's digest tells whether two commits make the same code."""
     _, lowered = lower_for(task, schedule, target)
     code, report = cpu_backend.machine_code_with_report(lowered.func, target=target)
     return {"instructions": cpu_backend._instruction_count(code.unoptimized_ir), "emit": report.emit_seconds,
-            "optimize": report.optimize_seconds, "machine_code": report.machine_code_seconds}
+            "optimize": report.optimize_seconds, "machine_code": report.machine_code_seconds,
+            "object_sha1": hashlib.sha1(code.object_code).hexdigest()}
 
 
 def recorded_points(records, task, space, count):
@@ -81,7 +84,8 @@ def main():
         total = [cost["emit"] + cost["optimize"] + cost["machine_code"] for cost in costs]
         print(f"{name:4} instructions median {statistics.median(c['instructions'] for c in costs):7.0f}, "
               f"emit {sum(c['emit'] for c in costs):6.2f} s, optimize {sum(c['optimize'] for c in costs):6.2f} s, "
-              f"machine code {sum(c['machine_code'] for c in costs):6.2f} s, total {sum(total):6.2f} s", flush=True)
+              f"machine code {sum(c['machine_code'] for c in costs):6.2f} s, total {sum(total):6.2f} s, "
+              f"objects {_digest(c['object_sha1'] for c in costs)}", flush=True)
     phases = {phase: sum(row[phase] for row in rows) for phase in ("emit", "optimize", "machine_code")}
     print(f"all {len(rows)} points on {cpu_description()}: " + ", ".join(f"{k} {v:.2f} s" for k, v in phases.items())
           + f", total {sum(phases.values()):.2f} s")
@@ -91,6 +95,11 @@ def main():
     if args.out:
         Path(args.out).write_text(json.dumps({"cpu": cpu_description(), "seed": args.seed, "points": rows,
                                               "pass_seconds": passes}, indent=1))
+
+
+def _digest(hexdigests):
+    """A short digest of a case's object codes, in order: equal on two commits, the same code."""
+    return hashlib.sha1("".join(hexdigests).encode()).hexdigest()[:12]
 
 
 def pass_seconds(report):

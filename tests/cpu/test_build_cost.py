@@ -1,6 +1,7 @@
 """experiments/build_cost.py: a fixed sample of points, built with the kernel cache off."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,14 @@ def test_build_cost_reports_each_points_phases(tmp_path):
     for point in points:
         assert point["instructions"] > 0
         assert all(point[phase] > 0 for phase in ("emit", "optimize", "machine_code"))
+        assert len(point["object_sha1"]) == 40
     assert "all 2 points" in run.stdout
+    # The same points make the same object code: a second run's digest is the first's.
+    again = subprocess.run([sys.executable, str(EXPERIMENTS / "build_cost.py"), "--cases", "C9", "--points", "2"],
+                           capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr
+    digest = re.search(r"objects ([0-9a-f]{12})", run.stdout)[1]
+    assert f"objects {digest}" in again.stdout
 
 
 def test_build_cost_takes_a_searchs_own_candidates_from_its_records(tmp_path):
