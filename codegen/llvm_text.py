@@ -364,7 +364,15 @@ class Function(Value):
         self.scope = _Scope()
         self.args = tuple(Argument(self, arg_type, index) for index, arg_type in enumerate(ftype.args))
         self.blocks = []
+        # Every value defined here, alive as long as the function: the emitter caches values by
+        # id(), which a freed value would hand to the next one made (llvmlite's blocks held theirs).
+        self.values = []
         module.globals[name] = self
+
+    def keep(self, value):
+        """value, held by the function for as long as the function lives."""
+        self.values.append(value)
+        return value
 
     def append_basic_block(self, name=""):
         block = Block(self, self.scope.unique(name))
@@ -477,9 +485,10 @@ class IRBuilder:
         self.block.lines.append(line)
 
     def _define(self, type_, name, text):
-        ref = _local(self.block.function.scope.unique(name))
+        function = self.block.function
+        ref = _local(function.scope.unique(name))
         self._insert(f"{ref} = {text}")
-        return Value(type_, ref)
+        return function.keep(Value(type_, ref))
 
     # arithmetic
     add, sub, mul, sdiv, udiv, srem, urem = map(_binary, ("add", "sub", "mul", "sdiv", "udiv", "srem", "urem"))
@@ -521,7 +530,7 @@ class IRBuilder:
             raise ValueError("alloca of a count is not supported: allocate an array type")
         slot = AllocaInstr(_local(self.block.function.scope.unique(name)), type_)
         self._insert(slot)
-        return slot
+        return self.block.function.keep(slot)
 
     def load(self, ptr, name="", align=None, typ=None):
         aligned = f", align {align}" if align else ""
@@ -581,7 +590,7 @@ class IRBuilder:
     def phi(self, type_, name=""):
         node = PhiInstr(type_, _local(self.block.function.scope.unique(name)))
         self._insert(node)
-        return node
+        return self.block.function.keep(node)
 
     def _terminate(self, text):
         terminator = Terminator(text)

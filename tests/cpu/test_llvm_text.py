@@ -1,6 +1,7 @@
 """codegen.llvm_text: the IR it writes parses, verifies and computes what its builder calls say."""
 
 import ctypes
+import json
 import math
 import struct
 
@@ -137,3 +138,46 @@ def _called(module, name, argument, returns=ctypes.c_int64):
     engine = llvm.create_mcjit_compiler(_parsed(module), cpu_backend._target_machine())
     engine.finalize_object()
     return ctypes.CFUNCTYPE(returns, ctypes.c_int64)(engine.get_function_address(name))(argument)
+
+
+def test_a_kernel_emits_the_same_ir_every_time():
+    """The emitter caches values by id(): a value freed part way through a module would hand its id
+    to the next one made, and a cache would then return the wrong value. A YOLO C8 schedule (memory
+    accumulation, a blocked padded input, heap scratch) emitted different IR in half of its builds,
+    some of it wrong, until the function held every value it defined."""
+    from codegen.kernel import lower_for
+    from flexsched.registry import get_task
+    from flexsched.schedule import Schedule
+
+    task = get_task("C2D", 1, 256, 28, 28, 512, 3, 1, 1, 1)
+    schedule = Schedule.from_json(json.dumps(C8_SCHEDULE))
+    _, lowered = lower_for(task, schedule, "llvm")
+    machine = cpu_backend.cpus.host()
+    texts = {cpu_backend._module_text(lowered.func, 3, False, machine)[0] for _ in range(6)}
+    assert len(texts) == 1
+
+
+C8_SCHEDULE = [
+    {"kind": "split", "node": "pad", "loop": "c", "factors": [64, 4]},
+    {"kind": "split", "node": "pad", "loop": "h", "factors": [30, 1]},
+    {"kind": "split", "node": "pad", "loop": "w", "factors": [4, 8]},
+    {"kind": "reorder", "node": "pad", "order": ["b", "c.0", "h.0", "w.0", "c.1", "h.1", "w.1"]},
+    {"kind": "fuse", "node": "pad", "loops": ["b", "c.0"]},
+    {"kind": "parallel", "node": "pad", "loop": "b+c.0"},
+    {"kind": "vectorize", "node": "pad", "loop": "w.1"},
+    {"kind": "cache_read", "tensor": "W", "scope": "local", "readers": ["O"]},
+    {"kind": "split", "node": "O", "loop": "k", "factors": [32, 2, 8, 1]},
+    {"kind": "split", "node": "O", "loop": "h", "factors": [1, 7, 2, 2]},
+    {"kind": "split", "node": "O", "loop": "w", "factors": [1, 2, 2, 8]},
+    {"kind": "split", "node": "O", "loop": "rc", "factors": [8, 16, 2]},
+    {"kind": "split", "node": "O", "loop": "rh", "factors": [3, 1, 1]},
+    {"kind": "split", "node": "O", "loop": "rw", "factors": [3, 1, 1]},
+    {"kind": "reorder", "node": "O", "order": ["b", "k.0", "h.0", "w.0", "k.1", "h.1", "w.1", "rc.0", "rh.0", "rw.0",
+                                              "rc.1", "rh.1", "rw.1", "k.2", "h.2", "w.2", "rc.2", "rh.2", "rw.2",
+                                              "k.3", "h.3", "w.3"]},
+    {"kind": "fuse", "node": "O", "loops": ["b", "k.0"]},
+    {"kind": "parallel", "node": "O", "loop": "b+k.0"},
+    {"kind": "vectorize", "node": "O", "loop": "w.3"},
+    *({"kind": "unroll", "node": "O", "loop": loop} for loop in ("h.3", "k.3", "rw.2", "rh.2", "rc.2", "w.2", "h.2")),
+    {"kind": "compute_at", "node": "W.local", "consumer": "O", "loop": "b+k.0"},
+]
