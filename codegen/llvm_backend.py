@@ -26,8 +26,8 @@ import numbers
 
 import numpy as np
 
-from codegen.ir import Allocate, Barrier, CodegenError, For, IfThenElse, LOOP_KINDS, Seq, Store, walk_stmts
 from codegen import llvm_text as ir
+from codegen.ir import Allocate, Barrier, CodegenError, For, IfThenElse, LOOP_KINDS, Seq, Store, walk_stmts
 from codegen.kept_scratch import KeptScratch
 from codegen.register_pressure import shared_load_registers
 from codegen.vectorize import (MAX_VECTOR_LANES, access_indices, check_indices, flat_stride, mentions, padded_lanes,

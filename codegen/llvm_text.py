@@ -72,22 +72,26 @@ class PointerType(Type):
         self.text = "ptr"
 
 
-class VectorType(Type):
+class _SequenceType(Type):
+    """count elements of one type, written between the subclass's brackets (its constants too)."""
+
     __slots__ = ("element", "count")
+    brackets = ""
 
     def __init__(self, element, count):
         self.element = element
         self.count = count
-        self.text = f"<{count} x {element.text}>"
+        self.text = f"{self.brackets[0]}{count} x {element.text}{self.brackets[1]}"
 
 
-class ArrayType(Type):
-    __slots__ = ("element", "count")
+class VectorType(_SequenceType):
+    __slots__ = ()
+    brackets = "<>"
 
-    def __init__(self, element, count):
-        self.element = element
-        self.count = count
-        self.text = f"[{count} x {element.text}]"
+
+class ArrayType(_SequenceType):
+    __slots__ = ()
+    brackets = "[]"
 
 
 class LiteralStructType(Type):
@@ -140,12 +144,12 @@ class Constant(Value):
 
 
 def _constant_text(type_, value):
-    if isinstance(type_, (VectorType, ArrayType)):
+    if isinstance(type_, _SequenceType):
         if value is None:
             return "zeroinitializer"
         element = type_.element
-        open_, close = ("<", ">") if isinstance(type_, VectorType) else ("[", "]")
-        return open_ + ", ".join(f"{element.text} {_constant_text(element, item)}" for item in value) + close
+        items = ", ".join(f"{element.text} {_constant_text(element, item)}" for item in value)
+        return f"{type_.brackets[0]}{items}{type_.brackets[1]}"
     if isinstance(type_, PointerType):
         if value is not None:
             raise ValueError(f"a pointer constant can only be null, not {value!r}")
@@ -491,8 +495,8 @@ class IRBuilder:
         return function.keep(Value(type_, ref))
 
     # arithmetic
-    add, sub, mul, sdiv, udiv, srem, urem = map(_binary, ("add", "sub", "mul", "sdiv", "udiv", "srem", "urem"))
-    shl, lshr, ashr, and_, or_, xor = map(_binary, ("shl", "lshr", "ashr", "and", "or", "xor"))
+    add, sub, mul, sdiv, srem = map(_binary, ("add", "sub", "mul", "sdiv", "srem"))
+    and_, or_, xor = map(_binary, ("and", "or", "xor"))
     fadd, fsub, fmul, fdiv, frem = map(_binary, ("fadd", "fsub", "fmul", "fdiv", "frem"))
 
     def not_(self, value, name=""):
@@ -522,12 +526,10 @@ class IRBuilder:
 
     # conversions
     trunc, zext, sext, fptrunc, fpext = map(_cast, ("trunc", "zext", "sext", "fptrunc", "fpext"))
-    fptosi, fptoui, sitofp, uitofp, bitcast = map(_cast, ("fptosi", "fptoui", "sitofp", "uitofp", "bitcast"))
+    fptosi, sitofp, uitofp = map(_cast, ("fptosi", "sitofp", "uitofp"))
 
     # memory
-    def alloca(self, type_, size=None, name=""):
-        if size is not None:
-            raise ValueError("alloca of a count is not supported: allocate an array type")
+    def alloca(self, type_, name=""):
         slot = AllocaInstr(_local(self.block.function.scope.unique(name)), type_)
         self._insert(slot)
         return self.block.function.keep(slot)
