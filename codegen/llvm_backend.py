@@ -69,6 +69,12 @@ def _within_single_loops(stmt):
     return stmt, single
 
 
+def emitted_once(loop):
+    """Whether a serial loop is emitted as its body with the counter at 0: splits by 1 make many
+    one-iteration loops, and kept as loops each costs every LLVM loop pass its time until folded."""
+    return loop.extent == 1
+
+
 def _serial_nest(loop):
     """(the perfect nest of serial loops from `loop` down, the statement inside it, the variables of
     the one-iteration loops met on the way): a 3 x 3 weight's copy runs c, r and s around its
@@ -453,6 +459,9 @@ class _FunctionEmitter:
             pass
         elif loop.kind == "unrolled" or self._fenced_taps(loop):
             self._unrolled(loop)
+        elif emitted_once(loop):
+            with self._bound(loop.var, _int64(0)):
+                self.stmt(loop.body)
         else:
             self._serial_loop(loop.var, _int64(0), _int64(loop.extent), loop.body, rolled=_fills(loop.body))
 

@@ -63,6 +63,15 @@ def test_elementwise_add(kind, extent):
     assert kernel.fallbacks == ()
 
 
+def test_a_one_iteration_loop_is_emitted_as_its_body():
+    kernel = compile_func(elementwise("serial", 1, outer=6))
+    a, b, c = rand(6), rand(6), np.zeros(6, "float32")
+    kernel(a, b, c)
+    np.testing.assert_array_equal(c, a + b)
+    loops = re.findall(r'^"([^"]+)\.head":', kernel.code.unoptimized_ir, re.MULTILINE)
+    assert loops == ["o"]   # the inner loop's counter is the constant 0, with no loop around its body
+
+
 def test_vectorized_loop_emits_vector_types_and_registers():
     kernel = compile_func(elementwise("vectorized", 8))
     assert "<8 x float>" in kernel.llvm_ir
