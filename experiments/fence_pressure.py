@@ -14,23 +14,16 @@ both ways (experiments/build_variants.py says so and times nothing).
 from __future__ import annotations
 
 import contextlib
+import functools
+from unittest import mock
 
 from codegen import llvm_backend
 
 from build_variants import main
 
-COUNTED = llvm_backend.shared_load_registers
-
-
-@contextlib.contextmanager
-def uncounted():
-    """The back end as if no unrolled steps shared a load."""
-    llvm_backend.shared_load_registers = lambda loop, register_lanes, skip=(): 0
-    try:
-        yield
-    finally:
-        llvm_backend.shared_load_registers = COUNTED
-
+# The back end as if no unrolled steps shared a load.
+uncounted = functools.partial(mock.patch.object, llvm_backend, "shared_load_registers",
+                              lambda loop, register_lanes, skip=(): 0)
 
 if __name__ == "__main__":
     main(__doc__.split("\n")[0], (("without", uncounted), ("with", contextlib.nullcontext)))

@@ -13,23 +13,15 @@ On a CPU whose code the shipped rule schedules by its own model the two builds a
 from __future__ import annotations
 
 import contextlib
+import functools
+from unittest import mock
 
 from codegen import cpu_backend
 
 from build_variants import main
 
-SHIPPED = cpu_backend.scheduling_cpu
-
-
-@contextlib.contextmanager
-def own_model():
-    """Every CPU scheduled by its own LLVM model."""
-    cpu_backend.scheduling_cpu = lambda cpu, features: cpu
-    try:
-        yield
-    finally:
-        cpu_backend.scheduling_cpu = SHIPPED
-
+# Every CPU scheduled by its own LLVM model.
+own_model = functools.partial(mock.patch.object, cpu_backend, "scheduling_cpu", lambda cpu, features: cpu)
 
 if __name__ == "__main__":
     main(__doc__.split("\n")[0], (("own model", own_model), ("shipped", contextlib.nullcontext)))

@@ -12,23 +12,15 @@ makes run like. A schedule with no such loop, or whose two builds make the same 
 from __future__ import annotations
 
 import contextlib
+import functools
+from unittest import mock
 
 from codegen import llvm_backend
 
 from build_variants import main
 
-EMITTED_ONCE = llvm_backend.emitted_once
-
-
-@contextlib.contextmanager
-def kept_as_loops():
-    """The back end as if every serial loop were emitted as a loop."""
-    llvm_backend.emitted_once = lambda loop: False
-    try:
-        yield
-    finally:
-        llvm_backend.emitted_once = EMITTED_ONCE
-
+# The back end as if every serial loop were emitted as a loop.
+kept_as_loops = functools.partial(mock.patch.object, llvm_backend, "emitted_once", lambda loop: False)
 
 if __name__ == "__main__":
     main(__doc__.split("\n")[0], (("loops", kept_as_loops), ("bodies", contextlib.nullcontext)))
