@@ -69,10 +69,11 @@ def _within_single_loops(stmt):
     return stmt, single
 
 
-def emitted_once(loop):
-    """Whether a serial loop is emitted as its body with the counter at 0: splits by 1 make many
-    one-iteration loops, and kept as loops each costs every LLVM loop pass its time until folded."""
-    return loop.extent == 1
+def emitted_once(begin, end):
+    """Whether a counted loop from begin to end is emitted as its body with the counter at begin: splits
+    by 1 make many one-iteration loops (and a copy of one whole transposed tile another), and kept as
+    loops each costs every LLVM loop pass its time until folded."""
+    return isinstance(begin, ir.Constant) and isinstance(end, ir.Constant) and end.constant - begin.constant == 1
 
 
 def _serial_nest(loop):
@@ -459,9 +460,6 @@ class _FunctionEmitter:
             pass
         elif loop.kind == "unrolled" or self._fenced_taps(loop):
             self._unrolled(loop)
-        elif emitted_once(loop):
-            with self._bound(loop.var, _int64(0)):
-                self.stmt(loop.body)
         else:
             self._serial_loop(loop.var, _int64(0), _int64(loop.extent), loop.body, rolled=_fills(loop.body))
 
@@ -475,6 +473,9 @@ class _FunctionEmitter:
     def _counted_loop(self, name, begin, end, emit, rolled=False):
         """A loop counting from begin to end; emit(counter) emits its body. A rolled loop tells LLVM
         not to unroll it."""
+        if emitted_once(begin, end):
+            emit(begin)
+            return
         builder = self.builder
         preheader = builder.block
         head = builder.append_basic_block(f"{name}.head")

@@ -20,7 +20,7 @@ from codegen import llvm_backend
 from build_variants import main
 
 # The back end as if every serial loop were emitted as a loop.
-kept_as_loops = functools.partial(mock.patch.object, llvm_backend, "emitted_once", lambda loop: False)
+kept_as_loops = functools.partial(mock.patch.object, llvm_backend, "emitted_once", lambda begin, end: False)
 
 if __name__ == "__main__":
     main(__doc__.split("\n")[0], (("loops", kept_as_loops), ("bodies", contextlib.nullcontext)))

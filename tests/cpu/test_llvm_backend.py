@@ -149,6 +149,20 @@ def test_transpose_scatters_a_vector_store():
     assert kernel.fallbacks == ()
 
 
+def test_a_transposed_copy_of_one_whole_tile_is_emitted_without_a_loop():
+    """An 8 x 8 transpose is one square tile (8 lanes divide it on every x86 width): its tile loop
+    would run once, so it is emitted as the tile itself."""
+    A, B = buf("A", (8, 8)), buf("B", (8, 8))
+    body = loop("i", 8, "serial", lambda i: loop("j", 8, "vectorized", lambda j: Store(B, (j, i), ld(A, i, j))))
+    kernel = compile_func(PrimFunc("transpose8", (A, B), body))
+    a, b = rand(8, 8), np.zeros((8, 8), "float32")
+    kernel(a, b)
+    np.testing.assert_array_equal(b, a.T)
+    text = kernel.code.unoptimized_ir
+    assert "shufflevector" in text
+    assert re.findall(r'^"([^"]+)\.head":', text, re.MULTILINE) == []
+
+
 def gemm(M, N, K):
     A, B, O = buf("A", (M, K)), buf("B", (K, N)), buf("O", (M, N))
 
