@@ -26,6 +26,7 @@ are rough (docs/results/cpu_model.md has its rank correlation with measurements)
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 import re
@@ -518,8 +519,7 @@ def _block(function, indices, functions, trips, core, tally, weight):
     lanes = 0.0
     calls = dict(function.calls)
     for index in indices:
-        instruction = function.instructions[index]
-        cost = x86_instructions.classify(instruction)
+        cost = _read(function.instructions[index]).cost
         width = max(1, -(-cost.bits // core.datapath_bits)) if cost.bits > 64 else 1
         kind = cost.kind
         mix[kind] = mix.get(kind, 0) + 1
@@ -589,17 +589,18 @@ def dependence_chains(instructions):
     stores = {}        # address -> (position, masked) of its last store so far in the pass
     last_store = {}    # address -> masked, of its last store in the whole pass
     links = {}         # address -> loads in the pass that read a store
-    for position, instruction in enumerate(instructions):
-        for address, masked in _stored(instruction):
+    readings = [_read(instruction) for instruction in instructions]
+    for position, reading in enumerate(readings):
+        for address, masked in reading.stored:
             last_store[address] = masked
-        if _changes_register(instruction):
-            changed[x86_asm.register(instruction.destination)] = position
-    invariant = {address for address in last_store if not _address_registers(address) & set(changed)}
+        if reading.changed is not None:
+            changed[reading.changed] = position
+    invariant = {address for address in last_store if not _address_registers(address) & changed.keys()}
     changed = {}
     stalls = 0.0
-    for position, instruction in enumerate(instructions):
-        _carry(instruction, x86_instructions.classify(instruction), depths)
-        for address in _loaded(instruction):
+    for position, reading in enumerate(readings):
+        _carry(reading, depths)
+        for address in reading.loaded:
             if address in stores:
                 stored_at, masked = stores[address]
                 if any(changed.get(register, -1) > stored_at for register in _address_registers(address)):
@@ -611,14 +612,50 @@ def dependence_chains(instructions):
             links[address] = links.get(address, 0) + 1
             if masked:
                 stalls += MASKED_STORE_FORWARD_CYCLES
-        for address, masked in _stored(instruction):
+        for address, masked in reading.stored:
             stores[address] = (position, masked)
-        if _changes_register(instruction):
-            changed[x86_asm.register(instruction.destination)] = position
+        if reading.changed is not None:
+            changed[reading.changed] = position
     chains = [depth.get(register, 0) for register, depth in depths.items()]
     chains += [count * (STORE_FORWARD_LATENCY + FMA_LATENCY) for address, count in links.items()
                if address in invariant]
     return max(chains, default=0), stalls
+
+
+@dataclass(frozen=True)
+class _Reading:
+    """What the model reads off one instruction: its Cost, the memory it reads and writes, the
+    general-purpose register it changes and the vector register chain it extends."""
+
+    cost: x86_instructions.Cost
+    loaded: tuple          # plain addresses it reads
+    stored: tuple          # (plain address, masked) it writes
+    changed: str | None    # the general-purpose register it changes, as addresses go
+    target: int | None     # the vector register whose chain it sets (_carry), None where it sets none
+    sources: tuple         # the vector registers that chain continues from
+    restarts: bool         # the target zeroed with itself: its chain starts afresh
+    latency: int
+
+
+# Instructions recur across a kernel's unrolled tiles, and dependence_chains reads each twice: each
+# distinct one is read once (asked again and again, their costs, addresses and registers took a third
+# of the time the model spends on a kernel's assembly).
+@functools.lru_cache(maxsize=1 << 16)
+def _read(instruction):
+    """The _Reading of one instruction."""
+    cost = x86_instructions.classify(instruction)
+    operands = instruction.operands
+    destination = instruction.destination
+    target = _vector_register(destination) if operands and not cost.stores else None
+    sources = [_vector_register(operand) for operand in operands[:-1]]
+    restarts = target is not None and instruction.mnemonic.startswith(("vxorp", "vpxor", "vpsub")) \
+        and len(set(sources)) == 1 and sources[0] == target
+    if cost.kind == "fma" or ("{%k" in destination and "{z}" not in destination):
+        sources.append(target)   # it reads its target too: an accumulator, or a merge under a mask
+    return _Reading(cost, tuple(_loaded(instruction, cost)), tuple(_stored(instruction, cost)),
+                    x86_asm.register(destination) if _changes_register(instruction) else None, target,
+                    tuple(source for source in sources if source is not None), restarts,
+                    {"fma": FMA_LATENCY, "fp": ADD_LATENCY}.get(cost.kind, 1))
 
 
 def _changes_register(instruction):
@@ -629,27 +666,19 @@ def _changes_register(instruction):
         and not (instruction.mnemonic.startswith("mov") and "(%rsp)" in instruction.operands[0])
 
 
-def _carry(instruction, cost, depths):
+def _carry(reading, depths):
     """Update depths with the vector register an instruction writes: the latest of its register
     sources plus its latency (a load, or zeroing a register with itself, starts afresh)."""
-    target = _vector_register(instruction.destination) if instruction.operands else None
-    if target is None or cost.stores:
+    target = reading.target
+    if target is None:
         return
-    sources = [_vector_register(operand) for operand in instruction.operands[:-1]]
-    if instruction.mnemonic.startswith(("vxorp", "vpxor", "vpsub")) and len(set(sources)) == 1 \
-            and sources[0] == target:
+    if reading.restarts:
         depths[target] = {}
         return
-    reads_target = cost.kind == "fma" or ("{%k" in instruction.destination and "{z}" not in instruction.destination)
-    if reads_target:
-        sources.append(target)
-    latency = {"fma": FMA_LATENCY, "fp": ADD_LATENCY}.get(cost.kind, 1)
     merged = {}
-    for source in sources:
-        if source is None:
-            continue
+    for source in reading.sources:
         for origin, depth in depths.get(source, {source: 0}).items():
-            merged[origin] = max(merged.get(origin, 0), depth + latency)
+            merged[origin] = max(merged.get(origin, 0), depth + reading.latency)
     depths[target] = merged
 
 
@@ -663,26 +692,26 @@ def _plain_address(operand):
     return re.sub(r"\s*\{[^}]*\}", "", operand)
 
 
-def _loaded(instruction):
-    """Memory operands an instruction reads."""
-    cost = x86_instructions.classify(instruction)
+def _loaded(instruction, cost):
+    """Memory operands an instruction of that Cost reads."""
     if not cost.loads or cost.kind == "gather":
         return []
     operands = instruction.operands[:-1] if cost.stores == 0 or cost.kind == "store_only" else instruction.operands
     return [_plain_address(operand) for operand in operands if "(" in operand and not operand.startswith("$")]
 
 
-def _stored(instruction):
-    """(address, masked) of the memory operand an instruction writes, if any."""
-    cost = x86_instructions.classify(instruction)
+def _stored(instruction, cost):
+    """(address, masked) of the memory operand an instruction of that Cost writes, if any."""
     if not cost.stores or not instruction.operands:
         return []
     operand = instruction.destination
     return [(_plain_address(operand), "{%k" in operand)]
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def _address_registers(address):
-    return {x86_asm.register(f"%{name}") for name in re.findall(r"%(\w+)", address)}
+    """The general-purpose registers an address is computed from."""
+    return frozenset(x86_asm.register(f"%{name}") for name in re.findall(r"%(\w+)", address))
 
 
 def _call_cycles(callee, function, index, functions, trips, core, tally, weight):
