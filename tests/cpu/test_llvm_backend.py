@@ -139,26 +139,25 @@ def test_padded_lanes_never_clobber_the_rest_of_their_row(lanes):
     kernel(a, o)
     np.testing.assert_allclose(o, a.sum(axis=0), rtol=1e-5, atol=1e-5)
 
-def test_transpose_scatters_a_vector_store():
-    A, B = buf("A", (6, 8)), buf("B", (8, 6))
-    body = loop("i", 6, "serial", lambda i: loop("j", 8, "vectorized", lambda j: Store(B, (j, i), ld(A, i, j))))
-    kernel = compile_func(PrimFunc("transpose", (A, B), body))
-    a, b = rand(6, 8), np.zeros((8, 6), "float32")
+def transposed(rows, columns):
+    """A kernel copying a rows x columns A into B transposed, the columns vectorised; checked on random A."""
+    A, B = buf("A", (rows, columns)), buf("B", (columns, rows))
+    body = loop("i", rows, "serial", lambda i: loop("j", columns, "vectorized", lambda j: Store(B, (j, i), ld(A, i, j))))
+    kernel = compile_func(PrimFunc(f"transpose{rows}x{columns}", (A, B), body))
+    a, b = rand(rows, columns), np.zeros((columns, rows), "float32")
     kernel(a, b)
     np.testing.assert_array_equal(b, a.T)
-    assert kernel.fallbacks == ()
+    return kernel
+
+
+def test_transpose_scatters_a_vector_store():
+    assert transposed(6, 8).fallbacks == ()
 
 
 def test_a_transposed_copy_of_one_whole_tile_is_emitted_without_a_loop():
     """An 8 x 8 transpose is one square tile (8 lanes divide it on every x86 width): its tile loop
     would run once, so it is emitted as the tile itself."""
-    A, B = buf("A", (8, 8)), buf("B", (8, 8))
-    body = loop("i", 8, "serial", lambda i: loop("j", 8, "vectorized", lambda j: Store(B, (j, i), ld(A, i, j))))
-    kernel = compile_func(PrimFunc("transpose8", (A, B), body))
-    a, b = rand(8, 8), np.zeros((8, 8), "float32")
-    kernel(a, b)
-    np.testing.assert_array_equal(b, a.T)
-    text = kernel.code.unoptimized_ir
+    text = transposed(8, 8).code.unoptimized_ir
     assert "shufflevector" in text
     assert re.findall(r'^"([^"]+)\.head":', text, re.MULTILINE) == []
 
