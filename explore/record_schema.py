@@ -11,6 +11,7 @@ field at fault. Claim lines (see explore.claims) have a schema of their own.
 from __future__ import annotations
 
 import math
+import re
 
 from codegen.measure import STATUSES as MEASURED_STATUSES
 from flexsched.errors import FlexschedError
@@ -33,9 +34,11 @@ class RecordSchemaError(FlexschedError, ValueError):
         self.field = field
 
 
-def check_line(data):
-    """Check one parsed line; "record" or "claim" (what kind of line it is), else RecordSchemaError."""
-    _check_nesting_and_strings(data)
+def check_line(data, text=None):
+    """Check one parsed line; "record" or "claim" (what kind of line it is), else RecordSchemaError.
+    text: the JSON it was parsed from, if known (its strings then need checking only where it escapes
+    a surrogate)."""
+    _check_nesting_and_strings(data, text is None or _escapes_a_surrogate(text))
     if not isinstance(data, dict):
         raise RecordSchemaError("line", f"line: expected a JSON object, got {_kind(data)}")
     if "claim" in data:
@@ -178,21 +181,36 @@ def _check_origin(origin, field):
     _optional(origin, "direction_name", _string, field)
 
 
-def _check_nesting_and_strings(data):
-    """No container deeper than MAX_DEPTH; no string (key or value) that cannot be written as UTF-8."""
+def _check_nesting_and_strings(data, strings=True):
+    """No container deeper than MAX_DEPTH; with `strings`, no string (key or value) that cannot be
+    written as UTF-8."""
     stack = [(data, 1)]
     while stack:
         value, depth = stack.pop()
         if isinstance(value, (dict, list)):
             if depth > MAX_DEPTH:
                 raise RecordSchemaError("line", f"line: nested deeper than {MAX_DEPTH} levels")
-            items = value.items() if isinstance(value, dict) else enumerate(value)
-            for key, item in items:
-                if isinstance(key, str):
-                    _encodable(key, "line")
-                stack.append((item, depth + 1))
-        elif isinstance(value, str):
+            if isinstance(value, dict):
+                if strings:
+                    for key in value:
+                        if isinstance(key, str):
+                            _encodable(key, "line")
+                value = value.values()
+            # Only containers and (where asked) strings need a visit: a record holds hundreds of numbers.
+            stack.extend((item, depth + 1) for item in value
+                         if isinstance(item, (dict, list)) or (strings and isinstance(item, str)))
+        elif strings and isinstance(value, str):
             _encodable(value, "line")
+
+
+def _escapes_a_surrogate(text):
+    """Whether JSON text may decode to a string holding a surrogate: strict UTF-8 holds none, so only
+    a \\uD800-\\uDFFF escape can (a literal backslash before "ud8" may also match: then the strings
+    are checked, no harm)."""
+    return _SURROGATE_ESCAPE.search(text) is not None
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _encodable(text, field):

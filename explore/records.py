@@ -293,7 +293,7 @@ def parse_line(raw):
         raise RecordSchemaError("line", "line: nested too deeply to read") from None
     except ValueError as err:  # an integer of more digits than Python converts
         raise RecordSchemaError("line", f"line: not JSON ({err})") from None
-    return check_line(data), data
+    return check_line(data, text), data
 
 
 def read_lines(file, whole_only=False):

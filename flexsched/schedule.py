@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import dataclasses
+import functools
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import ClassVar
 
@@ -674,6 +675,14 @@ class Deinterleave(Step):
 
 # ---------------------------------------------------------------- schedules
 
+@functools.cache
+def _step_fields(cls):
+    """(every field's name, the names of those without a default) of a step class: record files
+    hold thousands of steps, each read back through step_from_dict."""
+    return (frozenset(f.name for f in fields(cls)),
+            tuple(f.name for f in fields(cls) if f.default is dataclasses.MISSING))
+
+
 def step_from_dict(data):
     """The step a to_dict() produced; unknown kinds and fields are refused by name."""
     data = dict(data)
@@ -681,11 +690,11 @@ def step_from_dict(data):
     if kind not in _STEP_KINDS:
         raise ScheduleError(f"unknown schedule step kind {kind!r}; known: {', '.join(sorted(_STEP_KINDS))}")
     cls = _STEP_KINDS[kind]
-    names = {f.name for f in fields(cls)}
+    names, required = _step_fields(cls)
     unknown = set(data) - names
     if unknown:
         raise ScheduleError(f"step '{kind}': unknown field(s) {', '.join(sorted(unknown))}")
-    missing = [f.name for f in fields(cls) if f.name not in data and f.default is dataclasses.MISSING]
+    missing = [name for name in required if name not in data]
     if missing:
         raise ScheduleError(f"step '{kind}': missing field(s) {', '.join(missing)}")
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()})

@@ -21,6 +21,7 @@ from explore.evaluator import Evaluation, ExplorationError
 from explore.history import Entry
 from explore.methods import Proposal
 from explore.optimize import build_best, optimize
+from explore.record_schema import RecordSchemaError, check_line
 from explore.records import CorruptRecordWarning, MAX_LINE_BYTES, load_records, record_line
 from explore.resume import MisfitRecordWarning, resume_history
 from explore.search import EVALUATE, WAIT
@@ -153,6 +154,7 @@ RAW_ATTACKS = [
     (b'{"task": {"name": "GMM", "args": [16, 16', "line: not JSON ("),
     (b'{"trial": ' + b"9" * 5000 + b"}", "line: not JSON ("),
     (b'{"task": {"name": "\\ud800", "args": []}}', "line: a string with an unpaired surrogate"),
+    (b'{"task": {"name": "GMM", "args": [], "\\uDC01": 1}}', "line: a string with an unpaired surrogate"),
     (b'{"claim": {"run": "r", "pid": "x", "host": "h", "time": 1.0, "ended": true}}',
      "claim.pid: expected an integer, got a string"),
     (b'{"claim": {"run": "r", "pid": 5, "host": "h", "time": 1.0, "scope": "s", "configs": {}}}',
@@ -169,6 +171,16 @@ def test_a_malformed_line_is_one_warning_and_the_rest_loads(tmp_path, template, 
     assert [r.line for r in records] == [1, 3]
     assert len(reports) == 1 and reports[0].startswith(f"{log}:2: skipped a corrupt record (")
     assert message in reports[0]
+
+
+def test_a_line_given_as_data_has_its_strings_checked_too(template):
+    # A line read from a file skips the string check when its text escapes no surrogate; one
+    # handed over already parsed (a tuning database's add) has no text, so every string is checked.
+    bad = copy.deepcopy(template)
+    bad["method"] = "q\ud800"
+    with pytest.raises(RecordSchemaError, match="unpaired surrogate"):
+        check_line(bad)
+    assert check_line(copy.deepcopy(template)) == "record"
 
 
 def test_an_overlong_line_costs_one_warning_and_is_not_read_whole(tmp_path, template):
