@@ -5,6 +5,7 @@ FlexTensor section 4.2: the factorisations of a loop are rearranged into a space
 directions, so that a move changes the split of only two sub-loops.
 """
 
+import functools
 import math
 import operator
 from bisect import bisect_right
@@ -18,6 +19,17 @@ GUARD_SLACK_PERCENT = 115
 def _ceil_div(numerator, denominator):
     """Integer ceiling division, exact where float division is not."""
     return -(-numerator // denominator)
+
+
+def _logs(factors):
+    """Base-2 logarithms of a split's factors."""
+    return [math.log2(factor) for factor in factors]
+
+
+def _split_distance(logs, candidate_logs):
+    """SplitKnob's distance between two splits given as their factors' logarithms."""
+    ratios = [abs(a - b) for a, b in zip(logs, candidate_logs)]
+    return ratios[-1], sum(ratios[1:-1]), ratios[0]
 
 
 def _divisors(number):
@@ -163,10 +175,14 @@ class _Knob:
         value = _as_tuples(value)
         if value in self._index_by_value:
             return self._index_by_value[value]
-        distances = [self._distance(value, candidate) for candidate in self.values]
+        distances = self._distances(value)
         if all(distance is None for distance in distances):
             raise self._error(f"no value near {value!r}")
         return min((distance, index) for index, distance in enumerate(distances) if distance is not None)[1]
+
+    def _distances(self, value):
+        """_distance from value to each of the knob's values, in order."""
+        return [self._distance(value, candidate) for candidate in self.values]
 
     def _distance(self, value, candidate):
         """How far candidate is from value (None: not comparable); plain numbers by ratio."""
@@ -249,16 +265,27 @@ class SplitKnob(_Knob):
         """One number per factor."""
         return self.parts
 
-    def _distance(self, value, candidate):
-        """By the innermost factor's ratio first (the register or vector tile, whose shape matters
-        most), then the other inner factors' ratios (the outermost follows from the extent); ties go
-        to the nearer outermost factor. (YOLO C3, AVX-512: GMM's best with its 32-wide column tile
-        kept ran at 1.38 of oneDNN, moved by the sum of all inner ratios to a 28-wide one at 1.13.)"""
-        if not (isinstance(value, tuple) and len(value) == self.parts
-                and all(isinstance(factor, int) and factor > 0 for factor in value)):
-            return None
-        ratios = [abs(math.log2(a) - math.log2(b)) for a, b in zip(value, candidate)]
-        return ratios[-1], sum(ratios[1:-1]), ratios[0]
+    def _distances(self, value):
+        """Each value's distance from value: by the innermost factor's ratio first (the register or
+        vector tile, whose shape matters most), then the other inner factors' ratios (the outermost
+        follows from the extent); ties go to the nearer outermost factor. (YOLO C3, AVX-512: GMM's best
+        with its 32-wide column tile kept ran at 1.38 of oneDNN, moved by the sum of all inner ratios
+        to a 28-wide one at 1.13.)"""
+        # value checked once and the knob's logarithms kept: a transfer from a record file asks
+        # thousands of these, each over every split of a loop.
+        if not self._comparable(value):
+            return [None] * len(self.values)
+        logs = _logs(value)
+        return [_split_distance(logs, candidate) for candidate in self._log_values]
+
+    def _comparable(self, value):
+        return (isinstance(value, tuple) and len(value) == self.parts
+                and all(isinstance(factor, int) and factor > 0 for factor in value))
+
+    @functools.cached_property
+    def _log_values(self):
+        """Each value's factors as base-2 logarithms."""
+        return tuple(_logs(value) for value in self.values)
 
     def is_guarded(self, index):
         """Whether this split pads the loop and so needs a boundary guard."""
