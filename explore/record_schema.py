@@ -24,6 +24,8 @@ REQUIRED = ("task", "target", "config", "result")
 # record_line writes at most 6 levels (a GPU estimate's launches in result.details); anything
 # far deeper is hostile, and Config, json.dumps and friends recurse over it.
 MAX_DEPTH = 32
+# A JSON escape of a UTF-16 surrogate (\uD800-\uDFFF): the only way a line read as strict UTF-8 holds one.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 class RecordSchemaError(FlexschedError, ValueError):
@@ -208,9 +210,6 @@ def _escapes_a_surrogate(text):
     a \\uD800-\\uDFFF escape can (a literal backslash before "ud8" may also match: then the strings
     are checked, no harm)."""
     return _SURROGATE_ESCAPE.search(text) is not None
-
-
-_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _encodable(text, field):

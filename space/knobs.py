@@ -279,6 +279,7 @@ class SplitKnob(_Knob):
         return [_split_distance(logs, candidate) for candidate in self._log_values]
 
     def _comparable(self, value):
+        """Whether value is a split this knob can measure a distance to: as many positive int factors as parts."""
         return (isinstance(value, tuple) and len(value) == self.parts
                 and all(isinstance(factor, int) and factor > 0 for factor in value))
 
