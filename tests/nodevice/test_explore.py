@@ -15,7 +15,7 @@ import pytest
 from analysis import analyze
 from explore.evaluator import Evaluation, ExplorationError, evaluator_for
 from explore.history import History
-from explore.optimize import build_best, optimize, resumed_history
+from explore.optimize import TRANSFERRED_PER_START, build_best, optimize, resumed_history
 from explore.records import CorruptRecordWarning, best_records, load_records
 from fake_evaluator import FakeEvaluator, ScriptedEvaluator, fake_seconds
 from flexsched.cli import main
@@ -540,7 +540,8 @@ def test_carried_over_starts_are_measured_first_beside_random_ones(tmp_path):
 
     log = tmp_path / "network.jsonl"
     other, _ = tune(OTHER_GMM, trials=20, log=str(log))
-    carried = transferred_points(space_of(GMM), load_records(log), GMM, get_target("llvm"), count=4)
+    carried = transferred_points(space_of(GMM), load_records(log), GMM, get_target("llvm"),
+                                 count=TRANSFERRED_PER_START * 4)
     result, evaluator = tune(GMM, trials=12, log=str(log), transfer_from=str(log))
     assert carried[0] == space_of(GMM).nearest_point(other.config)
     assert result.transferred_starts == len(carried) and evaluator.calls[:len(carried)] == carried
@@ -549,13 +550,27 @@ def test_carried_over_starts_are_measured_first_beside_random_ones(tmp_path):
     assert alone.transferred_starts == 0
 
 
+def test_a_search_carries_over_more_points_than_it_has_starts(tmp_path):
+    from explore.transfer import transferred_points
+
+    log = tmp_path / "network.jsonl"
+    for shape in ((32, 64, 128), (128, 32, 64), (64, 128, 32)):
+        tune(get_task("GMM", *shape), trials=24, log=str(log))
+    available = transferred_points(space_of(GMM), load_records(log), GMM, get_target("llvm"), count=100)
+    assert len(available) > 4   # three other shapes, each with its best of every kind
+    result, evaluator = tune(GMM, trials=16, starts=4, log=str(log), transfer_from=str(log))
+    wanted = min(len(available), TRANSFERRED_PER_START * 4)
+    assert result.transferred_starts == wanted > 4 and evaluator.calls[:wanted] == available[:wanted]
+
+
 def test_a_resumed_search_first_measures_what_other_tasks_found_since(tmp_path):
     from explore.transfer import transferred_points
 
     log = tmp_path / "network.jsonl"
     tune(GMM, trials=8, log=str(log), transfer_from=str(log))   # the first pass: nothing to carry over yet
     other, _ = tune(OTHER_GMM, trials=20, log=str(log))
-    carried = transferred_points(space_of(GMM), load_records(log), GMM, get_target("llvm"), count=4)
+    carried = transferred_points(space_of(GMM), load_records(log), GMM, get_target("llvm"),
+                                 count=TRANSFERRED_PER_START * 4)
     assert carried[0] == space_of(GMM).nearest_point(other.config)
     result, evaluator = tune(GMM, trials=16, log=str(log), resume=True, transfer_from=str(log))
     assert result.transferred_starts == len(carried) and evaluator.calls[:len(carried)] == carried
