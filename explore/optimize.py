@@ -33,12 +33,14 @@ from .transfer import transferred_points
 
 logger = logging.getLogger("flexsched.explore.optimize")
 
-# Points carried over per start (transfer_from): the best of each kind of kernel the other tasks
-# found, then the next best. Of the YOLO layers' moved points, the fifth to eighth held a faster
-# one than the first four on C4, C6, C10, C12 and C13 with AVX2 code (1.08-1.38x) and on C5, C10,
-# C14 and C15 with AVX-512 (1.06-1.20x), timed side by side (experiments/transfer_starts.py): the
-# first four hold one of every kind, and on the late 3x3 layers one kind ran at 4-25 GFLOPS.
+# Points carried over per start (transfer_from): `starts` of them the best of each kind of kernel
+# the other tasks found, the rest the next best of the broad kinds those cover. On the YOLO layers
+# the first four hold one of every kind (on the late 3x3 layers one kind ran at 4-25 GFLOPS), and
+# the four more held a faster one on C4, C6, C8, C10, C12, C13 and C14 with AVX2 code (1.06-1.38x)
+# and on C10, C11, C13, C14 and C15 with AVX-512 (1.06-1.25x), timed side by side
+# (experiments/transfer_starts.py).
 TRANSFERRED_PER_START = 2
+
 
 @dataclass(frozen=True)
 class TuneResult:
@@ -172,8 +174,8 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
     kind's static model (one worker per core) and measure its best-ranked first, as the search's
     first starts (explore.search), a quarter as many where starts carried over; 0: the first starts
     are random. transfer_from: a record file whose other tasks' best configs (same target, same
-    knobs) are moved to this space and TRANSFERRED_PER_START times `starts` of them measured among the
-    first starts (explore.transfer); it may be `log` itself, one file for a whole network.
+    knobs) are moved to this space and up to TRANSFERRED_PER_START times `starts` of them measured
+    among the first starts (explore.transfer); it may be `log` itself, one file for a whole network.
     """
     task = _task_of(task)
     target = get_target(target)
@@ -210,8 +212,8 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
         if resume:
             history, report = resume_history(log, task, target, space, judged_by)
             _check_resumable(report, task)
-        start_points = (_transferred(transfer_from, space, task, target, TRANSFERRED_PER_START * starts, judged_by)
-                        if transfer_from else ())
+        start_points = (_transferred(transfer_from, space, task, target, starts, judged_by,
+                                     more=(TRANSFERRED_PER_START - 1) * starts) if transfer_from else ())
         shared = None
         if log:
             shared = SharedRecords(log, task, target, space, judged_by,
@@ -257,12 +259,12 @@ def optimize(task, target="llvm", trials=100, method="q", log=None, resume=False
                       outcome.transferred)
 
 
-def _transferred(path, space, task, target, count, judged_by):
+def _transferred(path, space, task, target, count, judged_by, more=0):
     """Points of `space` carried over from the record file's other tasks (none from a missing file)."""
     if not os.path.exists(path):
         return ()
     check_record_file(path)
-    return tuple(transferred_points(space, load_records(path), task, target, count, judged_by))
+    return tuple(transferred_points(space, load_records(path), task, target, count, judged_by, more))
 
 
 def _start_screen(target, judged_by, start_pool):

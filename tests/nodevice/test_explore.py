@@ -540,8 +540,8 @@ def test_carried_over_starts_are_measured_first_beside_random_ones(tmp_path):
 
     log = tmp_path / "network.jsonl"
     other, _ = tune(OTHER_GMM, trials=20, log=str(log))
-    carried = transferred_points(space_of(GMM), load_records(log), GMM, get_target("llvm"),
-                                 count=TRANSFERRED_PER_START * 4)
+    carried = transferred_points(space_of(GMM), load_records(log), GMM, get_target("llvm"), count=4,
+                                 more=(TRANSFERRED_PER_START - 1) * 4)
     result, evaluator = tune(GMM, trials=12, log=str(log), transfer_from=str(log))
     assert carried[0] == space_of(GMM).nearest_point(other.config)
     assert result.transferred_starts == len(carried) and evaluator.calls[:len(carried)] == carried
@@ -550,17 +550,35 @@ def test_carried_over_starts_are_measured_first_beside_random_ones(tmp_path):
     assert alone.transferred_starts == 0
 
 
-def test_a_search_carries_over_more_points_than_it_has_starts(tmp_path):
-    from explore.transfer import transferred_points
-
+def network_of_three_gmms(tmp_path):
+    """A record file holding three other GMM shapes' searches."""
     log = tmp_path / "network.jsonl"
     for shape in ((32, 64, 128), (128, 32, 64), (64, 128, 32)):
         tune(get_task("GMM", *shape), trials=24, log=str(log))
-    available = transferred_points(space_of(GMM), load_records(log), GMM, get_target("llvm"), count=100)
-    assert len(available) > 4   # three other shapes, each with its best of every kind
+    return log
+
+
+def test_a_search_carries_over_more_points_than_it_has_starts(tmp_path):
+    from explore.transfer import transferred_points
+
+    log = network_of_three_gmms(tmp_path)
+    carried = transferred_points(space_of(GMM), load_records(log), GMM, get_target("llvm"), count=4,
+                                 more=(TRANSFERRED_PER_START - 1) * 4)
     result, evaluator = tune(GMM, trials=16, starts=4, log=str(log), transfer_from=str(log))
-    wanted = min(len(available), TRANSFERRED_PER_START * 4)
-    assert result.transferred_starts == wanted > 4 and evaluator.calls[:wanted] == available[:wanted]
+    assert result.transferred_starts == len(carried) > 4 and evaluator.calls[:len(carried)] == carried
+
+
+def test_the_further_points_carried_over_are_of_the_broad_kinds_the_first_cover(tmp_path):
+    from explore.transfer import transferred_points
+
+    records, space, target = load_records(network_of_three_gmms(tmp_path)), space_of(GMM), get_target("llvm")
+    everything = transferred_points(space, records, GMM, target, count=100)
+    first, *more = transferred_points(space, records, GMM, target, count=1, more=3)
+    assert first == everything[0] and more
+    assert all(space.broad_family(point) == space.broad_family(first) for point in more)
+    # Points of other broad kinds were there to take, some of them faster.
+    others = [point for point in everything if space.broad_family(point) != space.broad_family(first)]
+    assert others and everything.index(others[0]) < everything.index(more[-1])
 
 
 def test_a_resumed_search_first_measures_what_other_tasks_found_since(tmp_path):
@@ -569,8 +587,8 @@ def test_a_resumed_search_first_measures_what_other_tasks_found_since(tmp_path):
     log = tmp_path / "network.jsonl"
     tune(GMM, trials=8, log=str(log), transfer_from=str(log))   # the first pass: nothing to carry over yet
     other, _ = tune(OTHER_GMM, trials=20, log=str(log))
-    carried = transferred_points(space_of(GMM), load_records(log), GMM, get_target("llvm"),
-                                 count=TRANSFERRED_PER_START * 4)
+    carried = transferred_points(space_of(GMM), load_records(log), GMM, get_target("llvm"), count=4,
+                                 more=(TRANSFERRED_PER_START - 1) * 4)
     assert carried[0] == space_of(GMM).nearest_point(other.config)
     result, evaluator = tune(GMM, trials=16, log=str(log), resume=True, transfer_from=str(log))
     assert result.transferred_starts == len(carried) and evaluator.calls[:len(carried)] == carried
