@@ -1,13 +1,14 @@
 """How fast the starts carried over to each layer are: the first N points the transfer moves from
-the layers tuned before it, against the next N, built, checked and timed side by side.
+the layers tuned before it, against the N more it adds, built, checked and timed side by side.
 
 Run:  .venv/bin/python experiments/transfer_starts.py R.jsonl --out experiments/results/transfer_starts.json
 
 R is a whole benchmark run's record file (cpu_benchmark.py --records R --transfer). For each case,
 the layers tuned before it are those whose first record comes earlier in the file, as they were
-when its search began. Its moved points come in the transfer's own order (explore.transfer: the
-best of each kind of kernel first), so the first N are what a search with N transferred starts
-measures first, and the next N what a search with 2N would add. Each point is checked against the
+when its search began. Its moved points come as explore.transfer.transferred_points gives them
+with count N and more N: the first N the best of each kind of kernel, the rest the fastest others
+of the broad kinds those cover; `--any-kind` takes the rest from every kind instead, as the first
+N's order continues. Each point is checked against the
 reference evaluator (a wrong one is reported and left out) and all of a case's are timed in
 alternating rounds (explore.side_by_side). Run it with the target the records were made with
 (FLEXSCHED_LLVM_TARGET for AVX2 code).
@@ -63,6 +64,8 @@ def main():
     parser.add_argument("records", help="a whole benchmark run's record file")
     parser.add_argument("--starts", type=int, default=4, help="N: the starts a search carries over now")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--any-kind", action="store_true",
+                        help="the N more in the transfer's order, of any kind, not only the first N's broad kinds")
     parser.add_argument("--out", help="write the figures to this JSON file")
     args = parser.parse_args()
     os.environ.setdefault("FLEXSCHED_KERNEL_CACHE", "off")
@@ -71,23 +74,25 @@ def main():
     order = list(dict.fromkeys(task_key(record.task_ref) for record in records))
     by_key = {task_key({"name": task.name, "args": list(task.args)}): (name, task) for name, task in cases().items()}
     rows = []
-    print(f"{args.records} on {cpu_description()}: first {args.starts} moved points against the next {args.starts}")
+    print(f"{args.records} on {cpu_description()}: the first {args.starts} moved points against {args.starts} more"
+          + (" of any kind" if args.any_kind else ""))
     for position, key in enumerate(order[1:], 1):
         if key not in by_key:
             continue
         name, task = by_key[key]
         earlier = set(order[:position])
         space = generate(analyze(task), target)
-        points = transferred_points(space, [r for r in records if task_key(r.task_ref) in earlier], task, target,
-                                    2 * args.starts)
+        earlier_records = [r for r in records if task_key(r.task_ref) in earlier]
+        points = (transferred_points(space, earlier_records, task, target, 2 * args.starts) if args.any_kind else
+                  transferred_points(space, earlier_records, task, target, args.starts, more=args.starts))
         gflops = moved_gflops(task, points, space, args.rounds)
         first = [gflops.get(point, 0.0) for point in points[:args.starts]]
         rest = [gflops.get(point, 0.0) for point in points[args.starts:]]
-        rows.append({"case": name, "first": first, "next": rest})
+        rows.append({"case": name, "first": first, "more": rest})
         best_first, best_next = max(first, default=0.0), max(rest, default=0.0)
         gain = f"{best_next / best_first:.2f}" if best_first else "-"
-        print(f"{name:4} first {[round(g) for g in first]} next {[round(g) for g in rest]}: "
-              f"best of the next over best of the first {gain}", flush=True)
+        print(f"{name:4} first {[round(g) for g in first]} more {[round(g) for g in rest]}: "
+              f"best of the more over best of the first {gain}", flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps({"records": args.records, "cpu": cpu_description(),
                                               "starts": args.starts, "rounds": args.rounds, "cases": rows}, indent=1))
