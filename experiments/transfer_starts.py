@@ -23,8 +23,7 @@ from pathlib import Path
 
 from analysis import analyze
 from codegen.kernel import build
-from codegen.measure import compare_outputs
-from explore.finalists import kernel_timed
+from explore.finalists import checked, kernel_timed
 from explore.records import load_records
 from explore.side_by_side import time_side_by_side
 from explore.transfer import transferred_points
@@ -44,13 +43,12 @@ def moved_gflops(task, points, space, rounds):
     reference = task.evaluate(*inputs)
     timed, kept = [], []
     for point in points:
-        kernel = build(task, space.schedule(point))
-        mismatch = compare_outputs([kernel.backend.to_host(out) for out in kernel.run(*inputs)], reference,
-                                   [t.name for t in task.outputs])
-        if mismatch:   # a fast wrong kernel is no result
+        try:
+            kernel, arrays = checked(build(task, space.schedule(point)), inputs, reference)
+        except ValueError as mismatch:   # a fast wrong kernel is no result
             print(f"  point {point}: WRONG, left out: {mismatch}", flush=True)
             continue
-        timed.append(kernel_timed(str(len(kept)), kernel, kernel.arguments(inputs)))
+        timed.append(kernel_timed(str(len(kept)), kernel, arrays))
         kept.append(point)
     if not timed:
         return {}

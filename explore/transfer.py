@@ -50,8 +50,8 @@ def transferred_points(space, records, task, target, count, judged_by="measured"
     further points, fastest first, of the broad kinds (Space.broad_family) the first ones cover: a
     broad kind they lack would join the search's rotation of kinds (explore.methods.FAMILY_TRIALS)
     only through a point not fast enough to come first. (YOLO C2, AVX-512: a row-vectorised point
-    in the sixth place spent 53 of the 200 trials in that kind, 1.0 s a build, its best 107 GFLOPS
-    against 304.)"""
+    taken in sixth place brought its kind into the rotation, which then spent 53 of the 200 trials
+    on it, 1.0 s a build, its best 107 GFLOPS against 304.)"""
     by_task = {}
     for record in records:
         if (not record.ok or record.same_task(task) or not record.same_target(target)
