@@ -144,17 +144,38 @@ def last_level_cache_bytes():
 
 def fma_gflops(cores, lanes, registers=16):
     """Best of ROUNDS: every core runs the FMA loop at once; 2 FLOP per lane per FMA."""
-    chains = fma_chains(registers)
-    loop = _fma_loop(lanes, chains)
-    flops_per_call = 2.0 * lanes * chains * FMA_ITERATIONS
-    sink = (ctypes.c_float * lanes)()
-    best = 0.0
-    with ThreadPoolExecutor(max_workers=cores) as pool:
+    with FmaOnEveryCore(cores, lanes, registers) as run:
+        best = 0.0
         for _ in range(ROUNDS):
             started = time.perf_counter()
-            list(pool.map(lambda _: loop(FMA_ITERATIONS, sink), range(cores)))
-            best = max(best, cores * flops_per_call / (time.perf_counter() - started) / 1e9)
+            run()
+            best = max(best, run.flops / (time.perf_counter() - started) / 1e9)
     return best
+
+
+class FmaOnEveryCore:
+    """A call that runs the FMA loop once on each of `cores` threads at once, and the FLOP that does:
+    the roof a parallel kernel meets, to time side by side with kernels in the same phase of the host."""
+
+    def __init__(self, cores, lanes, registers=16):
+        chains = fma_chains(registers)
+        self._loop = _fma_loop(lanes, chains)
+        self._sink = (ctypes.c_float * lanes)()
+        self._cores = cores
+        self._pool = ThreadPoolExecutor(max_workers=cores)
+        self.flops = cores * 2.0 * lanes * chains * FMA_ITERATIONS
+
+    def __call__(self):
+        list(self._pool.map(lambda _: self._loop(FMA_ITERATIONS, self._sink), range(self._cores)))
+
+    def close(self):
+        self._pool.shutdown()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 def _copy_gbps(cores):

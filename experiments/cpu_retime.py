@@ -8,6 +8,8 @@ cpu_benchmark.py does, `--repeat` times in a row, with the kernel and the PyTorc
 alone before each block: a second opinion on a benchmark's figures from the same kernels on the
 same host. Torch alone says which of its two speeds a process got on the layers where it has two
 (YOLO C14 at 40-45 or 96-103 GFLOPS, alone and alternated alike, from one process to the next).
+With --roof the FMA loop on every core (codegen.roof) joins the alternating rounds, so each kernel's
+share of the arithmetic roof is read in the same phase of the host's speed as the kernel itself.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from pathlib import Path
 import torch
 
 from analysis import analyze
+from codegen.roof import FmaOnEveryCore
 from explore.finalists import checked_kernel, kernel_timed
-from explore.side_by_side import time_side_by_side
+from explore.side_by_side import Timed, time_side_by_side
 from flexsched.library import checked_library
 from flexsched.schedule import Schedule
 from flexsched.target import get_target
@@ -31,9 +34,10 @@ from flexsched.target import get_target
 from cpu_benchmark import cases, cpu_description
 
 
-def retime(task, schedule, rounds, repeat):
-    """[(ours GFLOPS alone, ours GFLOPS beside torch, torch GFLOPS, median ratio, torch GFLOPS alone)]
-    per block."""
+def retime(task, schedule, rounds, repeat, roof=None):
+    """[(ours GFLOPS alone, ours GFLOPS beside torch, torch GFLOPS, median ratio, torch GFLOPS alone,
+    roof GFLOPS, ours and torch's shares of it, or three None)] per block; `roof` an FmaOnEveryCore
+    timed in the same rounds."""
     target = get_target("llvm")
     inputs = task.random_inputs(seed=1)
     reference = task.evaluate(*inputs)
@@ -45,11 +49,21 @@ def retime(task, schedule, rounds, repeat):
     for _ in range(repeat):
         alone = time_side_by_side([ours], rounds)
         library_alone = time_side_by_side([library], rounds)
-        side = time_side_by_side([ours, library], rounds)
+        side = time_side_by_side([ours, library] + ([Timed("FMA roof", roof)] if roof else []), rounds)
         blocks.append((flops / alone.seconds("ours") / 1e9, flops / side.seconds("ours") / 1e9,
                        flops / side.seconds(library.name) / 1e9, statistics.median(side.ratios("ours", library.name)),
-                       flops / library_alone.seconds(library.name) / 1e9))
+                       flops / library_alone.seconds(library.name) / 1e9,
+                       *(roof_shares(side, flops, roof, library.name) if roof else (None, None, None))))
     return blocks
+
+
+def roof_shares(side, flops, roof, library_name):
+    """(the roof's GFLOPS, ours and the library's shares of it): medians over the rounds of each round's
+    own share, since a round's calls share the host's phase while rounds may not."""
+    scale = flops / roof.flops   # seconds of the roof loop over a kernel's, into GFLOPS over GFLOPS
+    return (roof.flops / side.seconds("FMA roof") / 1e9,
+            statistics.median(scale * r for r in side.ratios("ours", "FMA roof")),
+            statistics.median(scale * r for r in side.ratios(library_name, "FMA roof")))
 
 
 def main():
@@ -58,9 +72,13 @@ def main():
     parser.add_argument("--cases", nargs="*", default=None, help="its cases to re-time (default: all)")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--repeat", type=int, default=3, help="blocks of rounds per case, one after another")
+    parser.add_argument("--roof", action="store_true", help="time the FMA roof loop on every core in the same rounds")
     parser.add_argument("--out", default=None, help="write the figures here as JSON")
     args = parser.parse_args()
-    torch.set_num_threads(len(os.sched_getaffinity(0)))
+    cores = len(os.sched_getaffinity(0))
+    torch.set_num_threads(cores)
+    target = get_target("llvm")
+    roof = FmaOnEveryCore(cores, target.vector_lanes, target.vector_registers) if args.roof else None
     rows = {row["case"]: row for row in json.loads(Path(args.results).read_text())}
     tasks = cases()
     names = args.cases or list(rows)
@@ -71,13 +89,16 @@ def main():
     out = []
     for name in names:
         schedule = Schedule.from_json(json.dumps(rows[name]["best_schedule"]))
-        blocks = retime(tasks[name], schedule, args.rounds, args.repeat)
+        blocks = retime(tasks[name], schedule, args.rounds, args.repeat, roof)
         ratios = [block[3] for block in blocks]
         out.append({"case": name, "benchmark_ratio": rows[name]["ratio_median"], "ratios": ratios,
-                    "blocks": [dict(zip(("alone_gflops", "gflops", "torch_gflops", "ratio", "torch_alone_gflops"), b))
+                    "blocks": [dict(zip(("alone_gflops", "gflops", "torch_gflops", "ratio", "torch_alone_gflops",
+                                         "roof_gflops", "roof_share", "torch_roof_share"), b))
                                for b in blocks]})
         print(f"{name:4} benchmark {rows[name]['ratio_median']:.2f}; re-timed "
-              + ", ".join(f"{b[3]:.2f} ({b[1]:.0f} vs {b[2]:.0f} GFLOPS; alone {b[0]:.0f} vs {b[4]:.0f})" for b in blocks),
+              + ", ".join(f"{b[3]:.2f} ({b[1]:.0f} vs {b[2]:.0f} GFLOPS; alone {b[0]:.0f} vs {b[4]:.0f}"
+                          + (f"; roof {b[5]:.0f}: ours {b[6]:.2f}, torch {b[7]:.2f} of it" if b[5] else "")
+                          + ")" for b in blocks),
               flush=True)
     conv = [statistics.median(row["ratios"]) for row in out if row["case"].startswith("C")]
     if conv:

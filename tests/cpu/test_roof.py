@@ -2,7 +2,8 @@
 
 import json
 
-from codegen.roof import Roof, fma_chains, fma_loop_ir, measured_cpu_roof, roof_for
+from codegen.roof import FMA_ITERATIONS, FmaOnEveryCore, Roof, fma_chains, fma_loop_ir, measured_cpu_roof, roof_for
+from explore.side_by_side import Timed, time_side_by_side
 from flexsched.cli import main
 from flexsched.target import get_target
 
@@ -64,3 +65,11 @@ def test_the_fma_roof_loop_keeps_every_chain_in_registers():
 
 def test_the_fma_chains_leave_registers_for_the_loop():
     assert fma_chains(16) == 12 and fma_chains(32) == 16 and fma_chains(None) == 12
+
+
+def test_the_fma_loop_on_every_core_times_beside_kernels_and_counts_its_work():
+    target = get_target("llvm")
+    with FmaOnEveryCore(2, target.vector_lanes, target.vector_registers) as run:
+        assert run.flops == 2 * 2.0 * target.vector_lanes * fma_chains(target.vector_registers) * FMA_ITERATIONS
+        rounds = time_side_by_side([Timed("FMA roof", run)], rounds=2, repeats=1)
+        assert rounds.seconds("FMA roof") > 0
