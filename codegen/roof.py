@@ -155,18 +155,27 @@ def fma_gflops(cores, lanes, registers=16):
 
 class FmaOnEveryCore:
     """A call that runs the FMA loop once on each of `cores` threads at once, and the FLOP that does:
-    the roof a parallel kernel meets, to time side by side with kernels in the same phase of the host."""
+    the roof a parallel kernel meets, to time side by side with kernels in the same phase of the host.
+    Given `seconds`, a call is made to last about that long: a short one (2 ms with AVX2 code) timed
+    right after PyTorch shared the second core with its OpenMP threads still spinning, and read half
+    the roof."""
 
-    def __init__(self, cores, lanes, registers=16):
+    def __init__(self, cores, lanes, registers=16, seconds=None):
         chains = fma_chains(registers)
         self._loop = _fma_loop(lanes, chains)
         self._sink = (ctypes.c_float * lanes)()
         self._cores = cores
         self._pool = ThreadPoolExecutor(max_workers=cores)
-        self.flops = cores * 2.0 * lanes * chains * FMA_ITERATIONS
+        self.iterations = FMA_ITERATIONS
+        if seconds:
+            self()   # warm-up: the pool's threads start
+            started = time.perf_counter()
+            self()
+            self.iterations = max(1, int(FMA_ITERATIONS * seconds / (time.perf_counter() - started)))
+        self.flops = cores * 2.0 * lanes * chains * self.iterations
 
     def __call__(self):
-        list(self._pool.map(lambda _: self._loop(FMA_ITERATIONS, self._sink), range(self._cores)))
+        list(self._pool.map(lambda _: self._loop(self.iterations, self._sink), range(self._cores)))
 
     def close(self):
         self._pool.shutdown()

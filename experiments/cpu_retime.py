@@ -26,7 +26,7 @@ import torch
 from analysis import analyze
 from codegen.roof import FmaOnEveryCore
 from explore.finalists import checked_kernel, kernel_timed
-from explore.side_by_side import Timed, time_side_by_side
+from explore.side_by_side import TARGET_TIMING_SECONDS, Timed, time_side_by_side
 from flexsched.library import checked_library
 from flexsched.schedule import Schedule
 from flexsched.target import get_target
@@ -78,7 +78,8 @@ def main():
     cores = len(os.sched_getaffinity(0))
     torch.set_num_threads(cores)
     target = get_target("llvm")
-    roof = FmaOnEveryCore(cores, target.vector_lanes, target.vector_registers) if args.roof else None
+    roof = (FmaOnEveryCore(cores, target.vector_lanes, target.vector_registers, seconds=TARGET_TIMING_SECONDS)
+            if args.roof else None)
     rows = {row["case"]: row for row in json.loads(Path(args.results).read_text())}
     tasks = cases()
     names = args.cases or list(rows)
