@@ -155,10 +155,9 @@ def fma_gflops(cores, lanes, registers=16):
 
 class FmaOnEveryCore:
     """A call that runs the FMA loop once on each of `cores` threads at once, and the FLOP that does:
-    the roof a parallel kernel meets, to time side by side with kernels in the same phase of the host.
-    Given `seconds`, a call is made to last about that long: a short one (2 ms with AVX2 code) timed
-    right after PyTorch shared the second core with its OpenMP threads still spinning, and read half
-    the roof."""
+    the roof a parallel kernel meets, to time in the same phase of the host as a kernel. Given
+    `seconds`, a call is made to last about that long: a short one (2 ms with AVX2 code) timed right
+    after PyTorch shared the second core with its OpenMP threads still spinning, and read half the roof."""
 
     def __init__(self, cores, lanes, registers=16, seconds=None):
         chains = fma_chains(registers)

@@ -8,8 +8,10 @@ cpu_benchmark.py does, `--repeat` times in a row, with the kernel and the PyTorc
 alone before each block: a second opinion on a benchmark's figures from the same kernels on the
 same host. Torch alone says which of its two speeds a process got on the layers where it has two
 (YOLO C14 at 40-45 or 96-103 GFLOPS, alone and alternated alike, from one process to the next).
-With --roof the FMA loop on every core (codegen.roof) joins the alternating rounds, so each kernel's
-share of the arithmetic roof is read in the same phase of the host's speed as the kernel itself.
+With --roof each block ends with the FMA loop on every core (codegen.roof) timed alone, and the
+kernels' speeds alone are given as shares of it: read seconds apart, in the same phase of the host's
+speed as a rule. (Timed in the same rounds as the kernels, the loop slowed what ran after it: AVX-512
+YOLO C3 at 177 GFLOPS beside it against 208 alone.)
 """
 
 from __future__ import annotations
@@ -36,8 +38,8 @@ from cpu_benchmark import cases, cpu_description
 
 def retime(task, schedule, rounds, repeat, roof=None):
     """[(ours GFLOPS alone, ours GFLOPS beside torch, torch GFLOPS, median ratio, torch GFLOPS alone,
-    roof GFLOPS, ours and torch's shares of it, or three None)] per block; `roof` an FmaOnEveryCore
-    timed in the same rounds."""
+    roof GFLOPS, ours and torch's shares of it alone, or three None)] per block; `roof` an
+    FmaOnEveryCore timed after each block's kernels."""
     target = get_target("llvm")
     inputs = task.random_inputs(seed=1)
     reference = task.evaluate(*inputs)
@@ -49,21 +51,16 @@ def retime(task, schedule, rounds, repeat, roof=None):
     for _ in range(repeat):
         alone = time_side_by_side([ours], rounds)
         library_alone = time_side_by_side([library], rounds)
-        side = time_side_by_side([ours, library] + ([Timed("FMA roof", roof)] if roof else []), rounds)
-        blocks.append((flops / alone.seconds("ours") / 1e9, flops / side.seconds("ours") / 1e9,
-                       flops / side.seconds(library.name) / 1e9, statistics.median(side.ratios("ours", library.name)),
-                       flops / library_alone.seconds(library.name) / 1e9,
-                       *(roof_shares(side, flops, roof, library.name) if roof else (None, None, None))))
+        side = time_side_by_side([ours, library], rounds)
+        ours_alone = flops / alone.seconds("ours") / 1e9
+        library_alone_gflops = flops / library_alone.seconds(library.name) / 1e9
+        roof_figures = (None, None, None)
+        if roof:
+            roof_gflops = roof.flops / time_side_by_side([Timed("FMA roof", roof)], rounds).seconds("FMA roof") / 1e9
+            roof_figures = (roof_gflops, ours_alone / roof_gflops, library_alone_gflops / roof_gflops)
+        blocks.append((ours_alone, flops / side.seconds("ours") / 1e9, flops / side.seconds(library.name) / 1e9,
+                       statistics.median(side.ratios("ours", library.name)), library_alone_gflops, *roof_figures))
     return blocks
-
-
-def roof_shares(side, flops, roof, library_name):
-    """(the roof's GFLOPS, ours and the library's shares of it): medians over the rounds of each round's
-    own share, since a round's calls share the host's phase while rounds may not."""
-    scale = flops / roof.flops   # seconds of the roof loop over a kernel's, into GFLOPS over GFLOPS
-    return (roof.flops / side.seconds("FMA roof") / 1e9,
-            statistics.median(scale * r for r in side.ratios("ours", "FMA roof")),
-            statistics.median(scale * r for r in side.ratios(library_name, "FMA roof")))
 
 
 def main():
@@ -94,11 +91,11 @@ def main():
         ratios = [block[3] for block in blocks]
         out.append({"case": name, "benchmark_ratio": rows[name]["ratio_median"], "ratios": ratios,
                     "blocks": [dict(zip(("alone_gflops", "gflops", "torch_gflops", "ratio", "torch_alone_gflops",
-                                         "roof_gflops", "roof_share", "torch_roof_share"), b))
+                                         "roof_gflops", "roof_share_alone", "torch_roof_share_alone"), b))
                                for b in blocks]})
         print(f"{name:4} benchmark {rows[name]['ratio_median']:.2f}; re-timed "
               + ", ".join(f"{b[3]:.2f} ({b[1]:.0f} vs {b[2]:.0f} GFLOPS; alone {b[0]:.0f} vs {b[4]:.0f}"
-                          + (f"; roof {b[5]:.0f}: ours {b[6]:.2f}, torch {b[7]:.2f} of it" if b[5] else "")
+                          + (f"; roof {b[5]:.0f}: ours alone {b[6]:.2f}, torch {b[7]:.2f} of it" if b[5] else "")
                           + ")" for b in blocks),
               flush=True)
     conv = [statistics.median(row["ratios"]) for row in out if row["case"].startswith("C")]
