@@ -28,7 +28,7 @@ MAX_FMA_CHAINS = 16         # independent accumulators: more than the 8 that hid
 # for the loop itself. With 16 accumulators on a 16-register target (AVX2) LLVM spilled one chain to
 # the stack, and the roof read 98 instead of 172 GFLOPS on a 2-core Zen 3.
 FMA_SPARE_REGISTERS = 4
-FMA_ITERATIONS = 1_000_000  # per call, per core: about 10-20 ms
+FMA_ITERATIONS = 1_000_000  # per call, per core: a few milliseconds (2-4 on the x86 hosts measured)
 COPY_BYTES = 64 * 2**20     # per core: beyond the last-level cache
 ROUNDS = 5                  # best of: a core's speed flips between levels for seconds at a time
 
