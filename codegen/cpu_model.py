@@ -60,6 +60,10 @@ LOAD_PORTS = 2
 STORE_PORTS = 1
 ISSUE_WIDTH = 4           # instructions the front end sustains per cycle
 FMA_LATENCY = 4           # cycles before a dependent FMA can start (an accumulator chain)
+# Cores whose FMA takes 5 cycles (Agner Fog's tables): on the 2-core Zen 2, JIT loops of 2, 4, 6
+# and 8 independent FMA chains ran at 0.20, 0.40, 0.60 and 0.80 of 10 chains' rate, as 5-cycle
+# chains on two pipes would (experiments/fma_chains.py); 4 cycles would say 0.25 to 1.0.
+FMA_LATENCIES = dict.fromkeys(("haswell", "broadwell", "znver1", "znver2"), 5)
 # A loop whose carried chains and busiest pipe need about the same cycles runs slower than either
 # says: its cycles are the CHAIN_OVERLAP-norm of the two. JIT loops of independent FMA chains on a
 # Xeon (Emerald Rapids), 256- and 512-bit alike, ran at 0.50-0.54, 0.71-0.76, 0.88-0.89 and 1.0 of
@@ -147,13 +151,15 @@ class Core:
     cores: int
     caches: cpus.Caches
     lanes: int = 1   # float32 lanes of the widest vector
+    fma_latency: int = FMA_LATENCY
 
     @classmethod
     def of(cls, target):
         if target.kind != "cpu":
             raise ModelError(f"target '{target.name}' is not a CPU")
         return cls(DATAPATH_BITS.get(target.cpu, 32 * target.vector_lanes), max(1, target.cores),
-                   cpus.caches(target.cpu), max(1, target.vector_lanes))
+                   cpus.caches(target.cpu), max(1, target.vector_lanes),
+                   FMA_LATENCIES.get(target.cpu, FMA_LATENCY))
 
 
 # ---------------------------------------------------------------- entry points
@@ -519,7 +525,7 @@ def _block(function, indices, functions, trips, core, tally, weight):
     lanes = 0.0
     calls = dict(function.calls)
     for index in indices:
-        cost = _read(function.instructions[index]).cost
+        cost = _read(function.instructions[index], core.fma_latency).cost
         width = max(1, -(-cost.bits // core.datapath_bits)) if cost.bits > 64 else 1
         kind = cost.kind
         mix[kind] = mix.get(kind, 0) + 1
@@ -541,7 +547,7 @@ def _block(function, indices, functions, trips, core, tally, weight):
         if kind == "call" and index in calls:
             extra += _call_cycles(calls[index], function, index, functions, trips, core, tally, weight)
     instructions = [function.instructions[index] for index in indices]
-    latency, stalls = dependence_chains(instructions)
+    latency, stalls = dependence_chains(instructions, core.fma_latency)
     pipes = {
         "fma": slots["fma"] / FMA_PIPES,
         "vector": slots["vector"] / VECTOR_PIPES,
@@ -572,7 +578,7 @@ def chained_cycles(pipe_cycles, chain_cycles):
     return (pipe_cycles ** CHAIN_OVERLAP + chain_cycles ** CHAIN_OVERLAP) ** (1 / CHAIN_OVERLAP)
 
 
-def dependence_chains(instructions):
+def dependence_chains(instructions, fma_latency=FMA_LATENCY):
     """(cycles of the longest chain one pass over a loop body carries into the next, cycles
     lost to loads that wait for a masked store) of a loop body's instructions.
 
@@ -589,7 +595,7 @@ def dependence_chains(instructions):
     stores = {}        # address -> (position, masked) of its last store so far in the pass
     last_store = {}    # address -> masked, of its last store in the whole pass
     links = {}         # address -> loads in the pass that read a store
-    readings = [_read(instruction) for instruction in instructions]
+    readings = [_read(instruction, fma_latency) for instruction in instructions]
     for position, reading in enumerate(readings):
         for address, masked in reading.stored:
             last_store[address] = masked
@@ -617,7 +623,7 @@ def dependence_chains(instructions):
         if reading.changed is not None:
             changed[reading.changed] = position
     chains = [depth.get(register, 0) for register, depth in depths.items()]
-    chains += [count * (STORE_FORWARD_LATENCY + FMA_LATENCY) for address, count in links.items()
+    chains += [count * (STORE_FORWARD_LATENCY + fma_latency) for address, count in links.items()
                if address in invariant]
     return max(chains, default=0), stalls
 
@@ -641,8 +647,8 @@ class _Reading:
 # distinct one is read once (asked again and again, their costs, addresses and registers took a third
 # of the time the model spends on a kernel's assembly).
 @functools.lru_cache(maxsize=1 << 16)
-def _read(instruction):
-    """The _Reading of one instruction."""
+def _read(instruction, fma_latency=FMA_LATENCY):
+    """The _Reading of one instruction on a core whose FMA takes fma_latency cycles."""
     cost = x86_instructions.classify(instruction)
     operands = instruction.operands
     destination = instruction.destination
@@ -655,7 +661,7 @@ def _read(instruction):
     return _Reading(cost, tuple(_loaded(instruction, cost)), tuple(_stored(instruction, cost)),
                     x86_asm.register(destination) if _changes_register(instruction) else None, target,
                     tuple(source for source in sources if source is not None), restarts,
-                    {"fma": FMA_LATENCY, "fp": ADD_LATENCY}.get(cost.kind, 1))
+                    {"fma": fma_latency, "fp": ADD_LATENCY}.get(cost.kind, 1))
 
 
 def _changes_register(instruction):

@@ -6,8 +6,8 @@ Run:  .venv/bin/python experiments/fma_chains.py --out experiments/results/fma_c
 Each count runs codegen.roof's JIT loop (every chain an accumulator that one FMA a pass updates)
 on one core, best of several rounds; its rate is given as a share of the fastest count's. The
 model's share is what codegen.cpu_model charges such a loop: chains / FMA_PIPES cycles of pipe
-work and FMA_LATENCY cycles of carried chain a pass, combined by its chained_cycles, against
-what the larger of the two alone would say.
+work and the target's FMA latency (Core.fma_latency) of carried chain a pass, combined by its
+chained_cycles, against what the larger of the two alone would say.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from codegen import roof
-from codegen.cpu_model import FMA_LATENCY, FMA_PIPES, chained_cycles
+from codegen.cpu_model import FMA_PIPES, Core, chained_cycles
 from flexsched.target import get_target
 
 from cpu_benchmark import cpu_description
@@ -40,29 +40,31 @@ def gflops_one_core(lanes, chains):
     return best
 
 
-def model_share(chains):
-    """(the model's share of the pipes' rate, the larger bound's share) for a pass of `chains` FMAs."""
+def model_share(chains, latency):
+    """(the model's share of the pipes' rate, the larger bound's share) for a pass of `chains` FMAs
+    whose chains take `latency` cycles a step."""
     pipes = chains / FMA_PIPES
-    return pipes / chained_cycles(pipes, FMA_LATENCY), pipes / max(pipes, FMA_LATENCY)
+    return pipes / chained_cycles(pipes, latency), pipes / max(pipes, latency)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", default=None, help="write the figures here as JSON")
     args = parser.parse_args()
-    lanes = get_target("llvm").vector_lanes
+    target = get_target("llvm")
+    lanes, latency = target.vector_lanes, Core.of(target).fma_latency
     measured = {chains: gflops_one_core(lanes, chains) for chains in COUNTS}
     fastest = max(measured.values())
     rows = []
-    print(f"{cpu_description()}; {lanes} float32 lanes")
+    print(f"{cpu_description()}; {lanes} float32 lanes; the model's FMA latency {latency} cycles")
     for chains, gflops in measured.items():
-        model, larger = model_share(chains)
+        model, larger = model_share(chains, latency)
         rows.append({"chains": chains, "gflops": gflops, "share": gflops / fastest, "model_share": model,
                      "larger_bound_share": larger})
         print(f"{chains:3} chains {gflops:7.1f} GFLOPS  {gflops / fastest:.2f} of the fastest; model {model:.2f}, "
               f"larger bound alone {larger:.2f}", flush=True)
     if args.out:
-        Path(args.out).write_text(json.dumps({"cpu": cpu_description(), "lanes": lanes, "rows": rows}, indent=1))
+        Path(args.out).write_text(json.dumps({"cpu": cpu_description(), "lanes": lanes, "fma_latency": latency, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -4,9 +4,10 @@ the dependence chains a loop body carries (hand-written assembly, as LLVM lays i
 import pytest
 
 from codegen import x86_asm
-from codegen.cpu_model import (FMA_LATENCY, MASKED_STORE_FORWARD_CYCLES, STORE_FORWARD_LATENCY, chained_cycles,
+from codegen.cpu_model import (FMA_LATENCY, MASKED_STORE_FORWARD_CYCLES, STORE_FORWARD_LATENCY, Core, chained_cycles,
                                dependence_chains)
 from codegen.x86_instructions import classify
+from flexsched.target import get_target
 
 
 def only_loop(text):
@@ -132,6 +133,13 @@ def test_an_accumulator_carries_its_fmas_into_the_next_pass():
     four = body(*[f"vfmadd231ps (%rax){{1to16}}, %zmm1, %zmm{r}" for r in range(4)])
     assert dependence_chains(one) == (4 * FMA_LATENCY, 0)
     assert dependence_chains(four) == (FMA_LATENCY, 0)
+    assert dependence_chains(one, fma_latency=5) == (20, 0)   # a core whose FMA takes 5 cycles
+
+
+@pytest.mark.parametrize("cpu, latency", [("znver2", 5), ("haswell", 5), ("znver3", 4), ("skylake", 4),
+                                          ("znver4", 4)])
+def test_a_targets_fma_latency_is_its_cpus(cpu, latency):
+    assert Core.of(get_target(f"llvm -mcpu={cpu}")).fma_latency == latency
 
 
 def test_an_accumulator_passed_between_registers_is_still_one_chain():
