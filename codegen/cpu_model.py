@@ -62,7 +62,7 @@ ISSUE_WIDTH = 4           # instructions the front end sustains per cycle
 FMA_LATENCY = 4           # cycles before a dependent FMA can start (an accumulator chain)
 # Cores whose FMA takes 5 cycles (Agner Fog's tables): on the 2-core Zen 2, JIT loops of 2, 4, 6
 # and 8 independent FMA chains ran at 0.20, 0.40, 0.60 and 0.80 of 10 chains' rate, as 5-cycle
-# chains on two pipes would (experiments/fma_chains.py); 4 cycles would say 0.25 to 1.0.
+# chains on two pipes would (experiments/fma_chains.py), where 4 cycles made the model say 0.25-0.89.
 FMA_LATENCIES = dict.fromkeys(("haswell", "broadwell", "znver1", "znver2"), 5)
 # A loop whose carried chains and busiest pipe need about the same cycles runs slower than either
 # says: its cycles are the CHAIN_OVERLAP-norm of the two. JIT loops of independent FMA chains on a

@@ -64,7 +64,8 @@ def main():
         print(f"{chains:3} chains {gflops:7.1f} GFLOPS  {gflops / fastest:.2f} of the fastest; model {model:.2f}, "
               f"larger bound alone {larger:.2f}", flush=True)
     if args.out:
-        Path(args.out).write_text(json.dumps({"cpu": cpu_description(), "lanes": lanes, "fma_latency": latency, "rows": rows}, indent=1))
+        figures = {"cpu": cpu_description(), "lanes": lanes, "fma_latency": latency, "rows": rows}
+        Path(args.out).write_text(json.dumps(figures, indent=1))
 
 
 if __name__ == "__main__":
