@@ -571,9 +571,15 @@ def broad_family(info, target, config):
     return _kinds(info, target, config, widths=False)
 
 
+def register_tiles(info, target, config):
+    """{node name: (vectorised loop, rows, vectors per row)} of a config's register tiles, as they really
+    take them (a tile's accumulators are its rows times its vectors per row)."""
+    return {node.name: _tile_shape(node, target, config) for node in _register_tiled(info, config)}
+
+
 def _kinds(info, target, config, widths):
     """Per node, (name, where it accumulates[, tile axis[, vectors per row]])."""
-    tiled = {node.name: _tile_shape(node, target, config) for node in _register_tiled(info, config)}
+    tiled = register_tiles(info, target, config)
     kinds = []
     for node in info.nodes:
         accumulate = config.get(knob_name(node, "accumulate"))
