@@ -50,7 +50,8 @@ def tile_label(space, config):
 
 
 def case_kinds(task, records):
-    """[{kind, tiles, trials, best_gflops, best_trial}] of one task's successful records, best first."""
+    """[{kind, tiles, trials, best_gflops, best_trial}] of one task's successful records of the generated
+    space, best first."""
     spaces, rows = {}, {}
     for record in records:
         if not record.ok:
@@ -59,6 +60,8 @@ def case_kinds(task, records):
         if key not in spaces:
             spaces[key] = generate(analyze(task), target_of(record))
         space = spaces[key]
+        if not record.same_space(space):
+            continue   # a template's point, or one of an older version of the generated space
         config = record.config
         kind, tiles = repr(space.family(space.point(config))), tile_label(space, config)
         row = rows.setdefault((kind, tiles), {"kind": kind, "tiles": tiles, "trials": 0, "best_gflops": 0.0,
